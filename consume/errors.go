@@ -1,0 +1,31 @@
+package consume
+
+import (
+	"errors"
+
+	"github.com/tokend/tokend/token"
+)
+
+// Errors of a spend, besides the token package's (token.ErrNotFound,
+// token.ErrExpired, token.ErrRevoked, token.ErrInProgress,
+// token.ErrOutcomeUnknown, ...) and operation.ErrUnknown.
+var (
+	// ErrBindingMismatch: the spend names another subject or operation than
+	// the token was issued for.
+	ErrBindingMismatch = errors.New("consume: token bound to another subject or operation")
+	// ErrPayloadMismatch: the payload differs from the one the token is bound to.
+	ErrPayloadMismatch = errors.New("consume: payload differs from the one the token was issued for")
+	// ErrNoHandler: the operation is atomic but this process has no handler for it.
+	ErrNoHandler = errors.New("consume: no handler registered for operation")
+)
+
+// InProgressError is returned (it matches token.ErrInProgress) while another
+// holder executes the token; RetryAfterSeconds is a hint for when to try again.
+type InProgressError struct {
+	RetryAfterSeconds int
+}
+
+func (e *InProgressError) Error() string { return "token: in progress" }
+
+// Is makes errors.Is(err, token.ErrInProgress) true.
+func (e *InProgressError) Is(target error) bool { return target == token.ErrInProgress }

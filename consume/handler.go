@@ -1,0 +1,74 @@
+package consume
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrInvalidPayload is returned (wrapped) by a handler that rejects its input
+// before doing anything. The spend is abandoned and the token stays spendable.
+var ErrInvalidPayload = errors.New("consume: invalid payload")
+
+// Call is what a handler is asked to do.
+type Call struct {
+	Tenant    string
+	TokenID   string // unique per spend: a natural key for the business row
+	Operation string
+	Subject   string
+	Payload   []byte // the JSON the spender presented
+}
+
+// Outcome is a handler's answer. A 2xx Status consumes the token; any other
+// status is a final business failure (insufficient funds, say): the token
+// moves to failed and the outcome is replayed like a success.
+type Outcome struct {
+	Status int
+	Result any // marshalled to JSON once, then stored and replayed byte for byte
+}
+
+// Succeeded reports whether o consumes the token.
+func (o Outcome) Succeeded() bool { return o.Status >= 200 && o.Status < 300 }
+
+// Handler performs an atomic operation's business effect on the spend's
+// transaction. It must not commit or roll back tx, nor call out to other
+// systems whose effects would not roll back with it (use lease mode for those).
+// An error wrapping ErrInvalidPayload abandons the spend; any other error
+// aborts it, and Spend rolls back.
+type Handler interface {
+	Execute(ctx context.Context, tx pgx.Tx, c Call) (Outcome, error)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, tx pgx.Tx, c Call) (Outcome, error)
+
+// Execute calls f.
+func (f HandlerFunc) Execute(ctx context.Context, tx pgx.Tx, c Call) (Outcome, error) {
+	return f(ctx, tx, c)
+}
+
+// Registry maps operation names to handlers. It is safe for concurrent use.
+type Registry struct {
+	mu sync.RWMutex
+	m  map[string]Handler
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{m: map[string]Handler{}} }
+
+// Register makes h the handler of operation, replacing any earlier one.
+func (r *Registry) Register(operation string, h Handler) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.m[operation] = h
+}
+
+// Lookup returns the handler of operation.
+func (r *Registry) Lookup(operation string) (Handler, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	h, ok := r.m[operation]
+	return h, ok
+}

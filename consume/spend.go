@@ -1,0 +1,288 @@
+package consume
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tokend/tokend/operation"
+	"github.com/tokend/tokend/token"
+)
+
+// DefaultLockWait is Config.LockWait's default.
+const DefaultLockWait = 5 * time.Second
+
+// Config configures a Spender.
+type Config struct {
+	// Handlers runs atomic operations. Required.
+	Handlers *Registry
+	// LockWait bounds how long a spend waits for a concurrent spend of the
+	// same token to finish before answering token.ErrInProgress. Zero means
+	// DefaultLockWait; negative leaves the connection's lock_timeout alone.
+	LockWait time.Duration
+}
+
+// Validate reports whether c is usable.
+func (c Config) Validate() error {
+	if c.Handlers == nil {
+		return errors.New("consume: Config.Handlers is required")
+	}
+	return nil
+}
+
+// Spender spends tokens.
+type Spender struct {
+	handlers *Registry
+	lockWait string // as set_config wants it, "" for none
+}
+
+// New returns a Spender configured by cfg.
+func New(cfg Config) (*Spender, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Spender{handlers: cfg.Handlers}
+	switch {
+	case cfg.LockWait == 0:
+		s.lockWait = strconv.FormatInt(DefaultLockWait.Milliseconds(), 10)
+	case cfg.LockWait > 0:
+		s.lockWait = strconv.FormatInt(max(cfg.LockWait.Milliseconds(), 1), 10)
+	}
+	return s, nil
+}
+
+// Request spends one token.
+type Request struct {
+	Tenant    string // from the authenticated caller
+	Secret    token.Secret
+	Operation string // must be the token's operation
+	Subject   string // must be the token's subject
+	Payload   []byte // must match the token's payload digest, if it has one
+	Actor     string // who spends, for the audit trail
+}
+
+// Response is the answer to a spend.
+type Response struct {
+	TokenID  string
+	State    token.State
+	Status   int    // the HTTP status to answer with
+	Body     []byte // the stored outcome (or the lease grant), sent as is
+	Replayed bool   // Body is the outcome of an earlier spend
+	Lease    *Lease // set when this spend was granted a lease
+}
+
+// Lease is the execution right a lease-mode spend grants. The holder quotes
+// Generation when it completes, fails or reports unknown; OperationID is the
+// idempotency key to give the downstream system, the same across takeovers.
+type Lease struct {
+	Generation  int64     `json:"generation"`
+	ExpiresAt   time.Time `json:"lease_expires_at"`
+	OperationID string    `json:"operation_id"`
+}
+
+// locked is the token row as read under its lock, with its policy.
+type locked struct {
+	id, operation, subject string
+	state                  token.State
+	generation             int64
+	digest                 []byte
+	expired                bool
+	resultStatus           *int
+	resultBody             []byte
+	operationID            *string
+	leaseLapsed            bool
+	leaseLeftSeconds       *int
+	policy                 operation.Policy
+}
+
+// SpendTx spends req's token inside tx, the caller's transaction: when tx
+// commits, the token's new state and the handler's effect (and anything else
+// the caller wrote in tx) commit together; when it rolls back, the token is
+// spendable again. SpendTx never commits or rolls back tx.
+//
+// When SpendTx returns an error, the caller should roll back, except for
+// token.ErrOutcomeUnknown, whose recorded transition is worth committing.
+// A lock wait that timed out leaves tx aborted.
+func (s *Spender) SpendTx(ctx context.Context, tx pgx.Tx, req Request) (Response, error) {
+	t, err := s.lock(ctx, tx, req)
+	if err != nil {
+		return Response{}, err
+	}
+	if t.operation != req.Operation || t.subject != req.Subject {
+		return Response{}, ErrBindingMismatch
+	}
+	switch t.state {
+	case token.Revoked:
+		return Response{}, token.ErrRevoked
+	case token.Expired:
+		return Response{}, token.ErrExpired
+	}
+	if t.digest != nil {
+		d, err := token.Digest(req.Payload, t.policy.IgnoredFields)
+		if err != nil {
+			return Response{}, fmt.Errorf("%w: %w", ErrInvalidPayload, err)
+		}
+		if subtle.ConstantTimeCompare(d, t.digest) != 1 {
+			return Response{}, ErrPayloadMismatch
+		}
+	}
+	switch t.state {
+	case token.Consumed, token.Failed:
+		if t.resultStatus == nil {
+			return Response{}, fmt.Errorf("consume: token %s is %s without a stored outcome", t.id, t.state)
+		}
+		return Response{TokenID: t.id, State: t.state, Status: *t.resultStatus, Body: t.resultBody, Replayed: true}, nil
+	case token.Unknown:
+		return Response{}, token.ErrOutcomeUnknown
+	case token.Pending:
+		if !t.leaseLapsed {
+			return Response{}, &InProgressError{RetryAfterSeconds: max(1, deref(t.leaseLeftSeconds))}
+		}
+		if t.policy.OnLeaseExpiry == operation.OnExpiryTakeover {
+			return s.grantLease(ctx, tx, req, t, token.Takeover)
+		}
+		if err := transition(ctx, tx, req.Tenant, t.id, token.Pending, token.LeaseLapse, req.Actor); err != nil {
+			return Response{}, err
+		}
+		return Response{}, token.ErrOutcomeUnknown
+	case token.Issued:
+		if t.expired {
+			return Response{}, token.ErrExpired
+		}
+		if t.policy.Mode == operation.Lease {
+			return s.grantLease(ctx, tx, req, t, token.Lease)
+		}
+		return s.execute(ctx, tx, req, t)
+	}
+	return Response{}, fmt.Errorf("consume: token %s in unexpected state %q", t.id, t.state)
+}
+
+// Spend is SpendTx in a transaction of its own, committed before it returns.
+func (s *Spender) Spend(ctx context.Context, pool *pgxpool.Pool, req Request) (Response, error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return Response{}, fmt.Errorf("consume: begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	resp, err := s.SpendTx(ctx, tx, req)
+	if err != nil && !errors.Is(err, token.ErrOutcomeUnknown) {
+		return Response{}, err
+	}
+	if cerr := tx.Commit(ctx); cerr != nil {
+		return Response{}, fmt.Errorf("consume: commit: %w", cerr)
+	}
+	return resp, err
+}
+
+func (s *Spender) lock(ctx context.Context, tx pgx.Tx, req Request) (*locked, error) {
+	var row pgx.Row
+	if s.lockWait != "" {
+		// One round trip for both: the wait bound applies to this transaction only.
+		b := &pgx.Batch{}
+		b.Queue(setLockTimeoutSQL, s.lockWait)
+		b.Queue(lockSQL, req.Tenant, req.Secret.Hash())
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return nil, fmt.Errorf("consume: set lock wait: %w", err)
+		}
+		row = br.QueryRow()
+	} else {
+		row = tx.QueryRow(ctx, lockSQL, req.Tenant, req.Secret.Hash())
+	}
+	t := &locked{}
+	var (
+		mode, onExpiry *string
+		leaseSeconds   *int
+		ignored        []string
+	)
+	err := row.Scan(&t.id, &t.operation, &t.subject, &t.state, &t.generation, &t.digest, &t.expired,
+		&t.resultStatus, &t.resultBody, &t.operationID, &t.leaseLapsed, &t.leaseLeftSeconds,
+		&mode, &onExpiry, &leaseSeconds, &ignored)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, token.ErrNotFound
+	case isLockTimeout(err):
+		return nil, &InProgressError{RetryAfterSeconds: 1}
+	case err != nil:
+		return nil, fmt.Errorf("consume: lock token: %w", err)
+	}
+	if mode == nil {
+		p, ok := operation.Builtin(t.operation)
+		if !ok {
+			return nil, fmt.Errorf("%w: %q", operation.ErrUnknown, t.operation)
+		}
+		t.policy = p
+	} else {
+		t.policy = operation.Policy{Name: t.operation, Mode: operation.Mode(*mode), OnLeaseExpiry: operation.ExpiryPolicy(*onExpiry), LeaseSeconds: *leaseSeconds, IgnoredFields: ignored}
+	}
+	return t, nil
+}
+
+func (s *Spender) execute(ctx context.Context, tx pgx.Tx, req Request, t *locked) (Response, error) {
+	h, ok := s.handlers.Lookup(t.operation)
+	if !ok {
+		return Response{}, fmt.Errorf("%w: %q", ErrNoHandler, t.operation)
+	}
+	out, err := h.Execute(ctx, tx, Call{Tenant: req.Tenant, TokenID: t.id, Operation: t.operation, Subject: t.subject, Payload: req.Payload})
+	if err != nil {
+		return Response{}, fmt.Errorf("consume: %s: %w", t.operation, err)
+	}
+	action := token.Spend
+	if !out.Succeeded() {
+		action = token.SpendFail
+	}
+	to, err := token.Next(token.Issued, action)
+	if err != nil {
+		return Response{}, err
+	}
+	body, err := json.Marshal(outcomeBody{TokenID: t.id, State: to, Result: out.Result})
+	if err != nil {
+		return Response{}, fmt.Errorf("consume: %s: encode result: %w", t.operation, err)
+	}
+	if _, err := tx.Exec(ctx, finishSQL, req.Tenant, t.id, to, out.Status, body, req.Actor, action, token.Issued); err != nil {
+		return Response{}, fmt.Errorf("consume: store outcome: %w", err)
+	}
+	return Response{TokenID: t.id, State: to, Status: out.Status, Body: body}, nil
+}
+
+// outcomeBody is the stored and replayed response body of a spend.
+type outcomeBody struct {
+	TokenID string      `json:"token_id"`
+	State   token.State `json:"state"`
+	Result  any         `json:"result,omitempty"`
+	Error   any         `json:"error,omitempty"`
+}
+
+// transition moves a token by an action that stores nothing but its new state.
+func transition(ctx context.Context, tx pgx.Tx, tenant, id string, from token.State, a token.Action, actor string) error {
+	to, err := token.Next(from, a)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, transitionSQL, tenant, id, to, actor, a, from); err != nil {
+		return fmt.Errorf("consume: %s: %w", a, err)
+	}
+	return nil
+}
+
+func isLockTimeout(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

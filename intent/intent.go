@@ -1,0 +1,223 @@
+// Package intent issues tokens, one per business intent. Issuing is keyed by
+// (tenant, operation, intent ID): asking again for the same intent returns
+// the same token, asking with the same intent ID for something else is refused.
+package intent
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"unicode"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tokend/tokend/operation"
+	"github.com/tokend/tokend/token"
+)
+
+// APIVersion is part of every fingerprint: a request under a future API
+// version is a different request even with the same fields.
+const APIVersion = "v1"
+
+// Limits on request fields.
+const (
+	MaxIntentIDLen = 255
+	MaxSubjectLen  = 255
+)
+
+var (
+	// ErrKeyReused: the intent ID was already used for a different request
+	// (operation, subject, payload or ttl differ).
+	ErrKeyReused = errors.New("intent: idempotency key reused with a different request")
+	// ErrInvalidRequest: the request is malformed; nothing was written.
+	ErrInvalidRequest = errors.New("intent: invalid request")
+)
+
+// Request asks for a token for one business intent.
+type Request struct {
+	Tenant     string // from the authenticated caller, never from the request body
+	Operation  string
+	IntentID   string // the client's Idempotency-Key
+	Subject    string // the end user the token is for
+	TTLSeconds int
+	Payload    []byte // optional JSON; when set, a spend must present an equal payload
+	Actor      string // who asks, for the audit trail (an API key id)
+}
+
+// Validate checks the fields that need no policy, wrapping ErrInvalidRequest.
+func (r Request) Validate() error {
+	switch {
+	case r.Tenant == "":
+		return fmt.Errorf("%w: tenant is empty", ErrInvalidRequest)
+	case r.Operation == "":
+		return fmt.Errorf("%w: operation is required", ErrInvalidRequest)
+	case !printable(r.IntentID, MaxIntentIDLen):
+		return fmt.Errorf("%w: Idempotency-Key must be 1 to %d printable characters", ErrInvalidRequest, MaxIntentIDLen)
+	case !printable(r.Subject, MaxSubjectLen):
+		return fmt.Errorf("%w: subject must be 1 to %d printable characters", ErrInvalidRequest, MaxSubjectLen)
+	case r.TTLSeconds <= 0:
+		return fmt.Errorf("%w: ttl_seconds must be a positive integer", ErrInvalidRequest)
+	}
+	return nil
+}
+
+func printable(s string, max int) bool {
+	if s == "" || len(s) > max {
+		return false
+	}
+	for _, c := range s {
+		if !unicode.IsPrint(c) || c == unicode.ReplacementChar {
+			return false
+		}
+	}
+	return true
+}
+
+// Issued is the outcome of an issue request.
+type Issued struct {
+	Token    token.Record
+	Secret   token.Secret
+	Replayed bool // the intent was known: this is the token issued before
+}
+
+// Issuer issues tokens whose secrets derive from its keyring.
+type Issuer struct {
+	keys *token.Keyring
+}
+
+// NewIssuer returns an Issuer deriving secrets under keys.
+func NewIssuer(keys *token.Keyring) *Issuer { return &Issuer{keys: keys} }
+
+// IssueTx issues the token for req inside the caller's transaction, or
+// returns the one already issued for the same intent. After the intent's
+// retention has passed, the intent is forgotten and a new token is issued.
+func (is *Issuer) IssueTx(ctx context.Context, tx pgx.Tx, req Request) (Issued, error) {
+	c, err := is.prepare(ctx, tx, req)
+	if err != nil {
+		return Issued{}, err
+	}
+	if out, ok, err := c.insert(ctx, tx); err != nil || ok {
+		return out, err
+	}
+	return is.resolve(ctx, tx, c)
+}
+
+// Issue is IssueTx in a transaction of its own. The common case, a new intent,
+// costs a single statement.
+func (is *Issuer) Issue(ctx context.Context, pool *pgxpool.Pool, req Request) (Issued, error) {
+	c, err := is.prepare(ctx, pool, req)
+	if err != nil {
+		return Issued{}, err
+	}
+	if out, ok, err := c.insert(ctx, pool); err != nil || ok {
+		return out, err
+	}
+	var out Issued
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		out, err = is.resolve(ctx, tx, c)
+		return err
+	})
+	return out, err
+}
+
+// candidate is a token ready to insert.
+type candidate struct {
+	req         Request
+	policy      operation.Policy
+	id          string
+	nonce       []byte
+	keyID       string
+	secret      token.Secret
+	digest      []byte
+	fingerprint []byte
+}
+
+func (is *Issuer) prepare(ctx context.Context, q operation.Querier, req Request) (*candidate, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	p, err := operation.Get(ctx, q, req.Tenant, req.Operation)
+	if err != nil {
+		return nil, err
+	}
+	if req.TTLSeconds > p.MaxTTLSeconds {
+		return nil, fmt.Errorf("%w: ttl_seconds %d exceeds %s's maximum of %d", ErrInvalidRequest, req.TTLSeconds, p.Name, p.MaxTTLSeconds)
+	}
+	c := &candidate{req: req, policy: p, id: token.NewID(), nonce: token.NewNonce(), keyID: is.keys.CurrentKeyID()}
+	if req.Payload != nil {
+		if c.digest, err = token.Digest(req.Payload, p.IgnoredFields); err != nil {
+			return nil, fmt.Errorf("%w: payload: %w", ErrInvalidRequest, err)
+		}
+	}
+	c.fingerprint = token.Fingerprint(req.Operation, req.Subject, c.digest, req.TTLSeconds, APIVersion)
+	if c.secret, err = is.keys.Derive(c.keyID, req.Tenant, c.id, c.nonce); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// insert tries to claim the intent. ok is false when it was already claimed.
+func (c *candidate) insert(ctx context.Context, q operation.Querier) (Issued, bool, error) {
+	r := c.req
+	rec := token.Record{
+		Tenant: r.Tenant, ID: c.id, Operation: r.Operation, IntentID: r.IntentID,
+		Subject: r.Subject, State: token.Issued, PayloadDigest: c.digest,
+	}
+	err := q.QueryRow(ctx, insertSQL,
+		r.Tenant, c.id, r.Operation, r.IntentID, r.Subject,
+		c.secret.Hash(), c.nonce, c.keyID, c.fingerprint, c.digest,
+		r.TTLSeconds, c.policy.RetentionSeconds, r.Actor,
+	).Scan(&rec.CreatedAt, &rec.ExpiresAt, &rec.RetainUntil)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Issued{}, false, nil
+	}
+	if err != nil {
+		return Issued{}, false, fmt.Errorf("intent: insert: %w", err)
+	}
+	return Issued{Token: rec, Secret: c.secret}, true, nil
+}
+
+// resolve handles an intent that was already claimed: replay, refuse, or
+// forget it when its retention has passed and claim it anew.
+func (is *Issuer) resolve(ctx context.Context, tx pgx.Tx, c *candidate) (Issued, error) {
+	// Bounded: each round either finds a row or inserts; only a concurrent
+	// purge or re-issue of the same intent makes another round necessary.
+	for range 3 {
+		var (
+			rec         token.Record
+			fingerprint []byte
+			nonce       []byte
+			keyID       string
+			forgotten   bool
+		)
+		err := tx.QueryRow(ctx, existingSQL, c.req.Tenant, c.req.Operation, c.req.IntentID).Scan(
+			&rec.ID, &rec.Subject, &rec.State, &rec.Generation, &rec.PayloadDigest,
+			&rec.CreatedAt, &rec.ExpiresAt, &rec.RetainUntil,
+			&fingerprint, &nonce, &keyID, &forgotten)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			// Purged between our insert and this read: claim it again.
+		case err != nil:
+			return Issued{}, fmt.Errorf("intent: read existing: %w", err)
+		case forgotten:
+			if _, err := tx.Exec(ctx, forgetSQL, c.req.Tenant, rec.ID); err != nil {
+				return Issued{}, fmt.Errorf("intent: forget expired intent: %w", err)
+			}
+		case subtle.ConstantTimeCompare(fingerprint, c.fingerprint) != 1:
+			return Issued{}, ErrKeyReused
+		default:
+			secret, err := is.keys.Derive(keyID, c.req.Tenant, rec.ID, nonce)
+			if err != nil {
+				return Issued{}, fmt.Errorf("intent: re-derive secret: %w", err)
+			}
+			rec.Tenant, rec.Operation, rec.IntentID = c.req.Tenant, c.req.Operation, c.req.IntentID
+			return Issued{Token: rec, Secret: secret, Replayed: true}, nil
+		}
+		if out, ok, err := c.insert(ctx, tx); err != nil || ok {
+			return out, err
+		}
+	}
+	return Issued{}, fmt.Errorf("intent: %q kept changing under concurrent re-issue; retry", c.req.IntentID)
+}

@@ -1,0 +1,35 @@
+package intent
+
+// insertSQL claims an intent and records the issue event in one statement.
+// Times come from the database clock so every instance agrees on them.
+const insertSQL = `
+WITH ins AS (
+    INSERT INTO tokens (tenant_id, id, operation, intent_id, subject,
+                        secret_hash, secret_nonce, secret_key_id, fingerprint, payload_digest,
+                        ttl_seconds, retention_seconds, state, expires_at, retain_until)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::integer, $12::integer, 'issued',
+            now() + make_interval(secs => $11::integer),
+            now() + make_interval(secs => $11::integer + $12::integer))
+    ON CONFLICT (tenant_id, operation, intent_id) DO NOTHING
+    RETURNING tenant_id, id, created_at, expires_at, retain_until
+), ev AS (
+    INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation)
+    SELECT tenant_id, id, $13, 'issued', NULL, 'issued', 0 FROM ins
+)
+SELECT created_at, expires_at, retain_until FROM ins`
+
+// existingSQL reads the token holding an intent, locking it so a concurrent
+// re-issue after retention forgets it only once. An unresolved token is never
+// forgotten: its outcome is still owed to someone.
+const existingSQL = `
+SELECT id, subject, state, generation, payload_digest, created_at, expires_at, retain_until,
+       fingerprint, secret_nonce, secret_key_id,
+       retain_until <= now() AND state NOT IN ('pending', 'unknown') AS forgotten
+FROM tokens
+WHERE tenant_id = $1 AND operation = $2 AND intent_id = $3
+FOR UPDATE`
+
+// forgetSQL purges a token whose intent retention has passed.
+const forgetSQL = `
+WITH del AS (DELETE FROM tokens WHERE tenant_id = $1 AND id = $2 RETURNING tenant_id, id)
+DELETE FROM token_events e USING del WHERE e.tenant_id = del.tenant_id AND e.token_id = del.id`

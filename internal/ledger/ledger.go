@@ -1,0 +1,178 @@
+// Package ledger is tokend's built-in demo business: per-tenant accounts
+// with integer balances, credited and debited by the ledger.credit and
+// ledger.debit operations in the spend's own transaction.
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tokend/tokend/consume"
+)
+
+// Operation names.
+const (
+	Credit = "ledger.credit"
+	Debit  = "ledger.debit"
+)
+
+// Limits keep amounts exact through JSON (below 2^53) and balances far from
+// int64 overflow.
+const (
+	MaxAmount  = 1_000_000_000_000
+	MaxBalance = 1_000_000_000_000_000
+)
+
+var accountRE = regexp.MustCompile(`^[A-Za-z0-9_.:@-]{1,64}$`)
+
+// Payload is the business input of both operations.
+type Payload struct {
+	Account string `json:"account"`
+	Amount  int64  `json:"amount"`
+	TraceID string `json:"trace_id,omitempty"` // ignored by the payload digest
+}
+
+// Account is an account's balance, the result of both operations.
+type Account struct {
+	Account string `json:"account"`
+	Balance int64  `json:"balance"`
+}
+
+// Failure is the stored result of a declared business failure.
+type Failure struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Account string `json:"account"`
+	Balance int64  `json:"balance"`
+}
+
+// ParsePayload decodes and validates b strictly, wrapping
+// consume.ErrInvalidPayload.
+func ParsePayload(b []byte) (Payload, error) {
+	var p Payload
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return Payload{}, fmt.Errorf("%w: %v", consume.ErrInvalidPayload, err)
+	}
+	if dec.More() {
+		return Payload{}, fmt.Errorf("%w: trailing data after the payload", consume.ErrInvalidPayload)
+	}
+	switch {
+	case !accountRE.MatchString(p.Account):
+		return Payload{}, fmt.Errorf("%w: account must be 1 to 64 of A-Z a-z 0-9 _ . : @ -", consume.ErrInvalidPayload)
+	case p.Amount <= 0 || p.Amount > MaxAmount:
+		return Payload{}, fmt.Errorf("%w: amount must be an integer from 1 to %d", consume.ErrInvalidPayload, int64(MaxAmount))
+	}
+	return p, nil
+}
+
+// Register adds the ledger's handlers to r.
+func Register(r *consume.Registry) {
+	r.Register(Credit, consume.HandlerFunc(credit))
+	r.Register(Debit, consume.HandlerFunc(debit))
+}
+
+func credit(ctx context.Context, tx pgx.Tx, c consume.Call) (consume.Outcome, error) {
+	p, err := ParsePayload(c.Payload)
+	if err != nil {
+		return consume.Outcome{}, err
+	}
+	var balance int64
+	err = tx.QueryRow(ctx, creditSQL, c.Tenant, p.Account, p.Amount, c.TokenID, int64(MaxBalance)).Scan(&balance)
+	if errors.Is(err, pgx.ErrNoRows) {
+		bal, err := Balance(ctx, tx, c.Tenant, p.Account)
+		if err != nil {
+			return consume.Outcome{}, err
+		}
+		return consume.Outcome{Status: http.StatusUnprocessableEntity, Result: Failure{
+			Code: "balance_limit_exceeded", Message: "the credit would take the balance over its limit",
+			Account: p.Account, Balance: bal,
+		}}, nil
+	}
+	if err != nil {
+		return consume.Outcome{}, fmt.Errorf("ledger: credit: %w", err)
+	}
+	return consume.Outcome{Status: http.StatusOK, Result: Account{Account: p.Account, Balance: balance}}, nil
+}
+
+func debit(ctx context.Context, tx pgx.Tx, c consume.Call) (consume.Outcome, error) {
+	p, err := ParsePayload(c.Payload)
+	if err != nil {
+		return consume.Outcome{}, err
+	}
+	var balance int64
+	err = tx.QueryRow(ctx, debitSQL, c.Tenant, p.Account, p.Amount, c.TokenID).Scan(&balance)
+	if errors.Is(err, pgx.ErrNoRows) {
+		bal, err := Balance(ctx, tx, c.Tenant, p.Account)
+		if err != nil {
+			return consume.Outcome{}, err
+		}
+		return consume.Outcome{Status: http.StatusUnprocessableEntity, Result: Failure{
+			Code: "insufficient_funds", Message: "the balance is lower than the amount",
+			Account: p.Account, Balance: bal,
+		}}, nil
+	}
+	if err != nil {
+		return consume.Outcome{}, fmt.Errorf("ledger: debit: %w", err)
+	}
+	return consume.Outcome{Status: http.StatusOK, Result: Account{Account: p.Account, Balance: balance}}, nil
+}
+
+// Querier is what Balance needs of a pool or a transaction.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// Balance returns the balance of tenant's account; an account never credited
+// has balance 0.
+func Balance(ctx context.Context, q Querier, tenant, account string) (int64, error) {
+	var b int64
+	err := q.QueryRow(ctx, balanceSQL, tenant, account).Scan(&b)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: balance: %w", err)
+	}
+	return b, nil
+}
+
+// ValidAccount reports whether s is a well-formed account name.
+func ValidAccount(s string) bool { return accountRE.MatchString(s) }
+
+// creditSQL adds to the balance and writes the entry in one statement; no row
+// comes back when the balance limit would be passed, and then nothing is written.
+const creditSQL = `
+WITH a AS (
+    INSERT INTO ledger_accounts AS la (tenant_id, account, balance)
+    VALUES ($1, $2, $3)
+    ON CONFLICT (tenant_id, account) DO UPDATE
+    SET balance = la.balance + EXCLUDED.balance, updated_at = now()
+    WHERE la.balance + EXCLUDED.balance <= $5
+    RETURNING balance
+), e AS (
+    INSERT INTO ledger_entries (tenant_id, token_id, account, amount)
+    SELECT $1, $4, $2, $3 FROM a
+)
+SELECT balance FROM a`
+
+// debitSQL is creditSQL's mirror: no row when funds are insufficient.
+const debitSQL = `
+WITH a AS (
+    UPDATE ledger_accounts SET balance = balance - $3, updated_at = now()
+    WHERE tenant_id = $1 AND account = $2 AND balance >= $3
+    RETURNING balance
+), e AS (
+    INSERT INTO ledger_entries (tenant_id, token_id, account, amount)
+    SELECT $1, $4, $2, -$3::bigint FROM a
+)
+SELECT balance FROM a`
+
+const balanceSQL = `SELECT coalesce((SELECT balance FROM ledger_accounts WHERE tenant_id = $1 AND account = $2), 0)`

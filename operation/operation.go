@@ -1,0 +1,129 @@
+// Package operation declares the kinds of business action tokens are issued
+// for, and each one's policy: how a spend executes, what happens when a lease
+// lapses, how long tokens may live and how long their intents are remembered.
+package operation
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+)
+
+// Mode is how a spend of an operation executes.
+type Mode string
+
+const (
+	// Atomic: a registered Go handler runs in the spend's own transaction.
+	Atomic Mode = "atomic"
+	// Lease: the effect happens elsewhere; the spend grants a lease.
+	Lease Mode = "lease"
+)
+
+// ExpiryPolicy is what happens when a lease lapses without an outcome.
+type ExpiryPolicy string
+
+const (
+	// OnExpiryUnknown parks the token as unknown until an operator reconciles
+	// it. The default: nothing is re-executed on a guess.
+	OnExpiryUnknown ExpiryPolicy = "unknown"
+	// OnExpiryTakeover grants the next spender a new generation with the same
+	// downstream operation id, so the downstream can deduplicate.
+	OnExpiryTakeover ExpiryPolicy = "takeover"
+)
+
+// Defaults for the fields of Policy left zero.
+const (
+	DefaultLeaseSeconds     = 30
+	DefaultMaxTTLSeconds    = 3600
+	DefaultRetentionSeconds = 86400
+)
+
+// Errors returned by this package.
+var (
+	// ErrUnknown: the operation is neither declared for the tenant nor built in.
+	ErrUnknown = errors.New("operation: unknown")
+	// ErrInvalid: a policy fails validation.
+	ErrInvalid = errors.New("operation: invalid policy")
+)
+
+// Policy is one operation's declaration.
+type Policy struct {
+	Name             string
+	Mode             Mode
+	OnLeaseExpiry    ExpiryPolicy // lease mode only; default OnExpiryUnknown
+	LeaseSeconds     int          // default DefaultLeaseSeconds
+	MaxTTLSeconds    int          // longest token ttl; default DefaultMaxTTLSeconds
+	RetentionSeconds int          // how long past expiry an intent is remembered; default DefaultRetentionSeconds
+	IgnoredFields    []string     // payload fields left out of the digest, e.g. "trace_id"
+}
+
+var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$`)
+var fieldRE = regexp.MustCompile(`^[^.\s]+(\.[^.\s]+)*$`)
+
+// WithDefaults returns p with its zero fields set to their defaults.
+func (p Policy) WithDefaults() Policy {
+	if p.Mode == "" {
+		p.Mode = Atomic
+	}
+	if p.OnLeaseExpiry == "" {
+		p.OnLeaseExpiry = OnExpiryUnknown
+	}
+	if p.LeaseSeconds == 0 {
+		p.LeaseSeconds = DefaultLeaseSeconds
+	}
+	if p.MaxTTLSeconds == 0 {
+		p.MaxTTLSeconds = DefaultMaxTTLSeconds
+	}
+	if p.RetentionSeconds == 0 {
+		p.RetentionSeconds = DefaultRetentionSeconds
+	}
+	if p.IgnoredFields == nil {
+		p.IgnoredFields = []string{}
+	}
+	return p
+}
+
+// Validate reports the first thing wrong with p, wrapping ErrInvalid.
+func (p Policy) Validate() error {
+	const maxSeconds = 10 * 365 * 86400
+	switch {
+	case len(p.Name) > 100 || !nameRE.MatchString(p.Name):
+		return fmt.Errorf("%w: name %q: want lowercase dotted words like ledger.credit", ErrInvalid, p.Name)
+	case p.Mode != Atomic && p.Mode != Lease:
+		return fmt.Errorf("%w: mode %q: want atomic or lease", ErrInvalid, p.Mode)
+	case p.OnLeaseExpiry != OnExpiryUnknown && p.OnLeaseExpiry != OnExpiryTakeover:
+		return fmt.Errorf("%w: on_lease_expiry %q: want unknown or takeover", ErrInvalid, p.OnLeaseExpiry)
+	case p.LeaseSeconds <= 0 || p.LeaseSeconds > maxSeconds:
+		return fmt.Errorf("%w: lease_seconds %d out of range", ErrInvalid, p.LeaseSeconds)
+	case p.MaxTTLSeconds <= 0 || p.MaxTTLSeconds > maxSeconds:
+		return fmt.Errorf("%w: max_ttl_seconds %d out of range", ErrInvalid, p.MaxTTLSeconds)
+	case p.RetentionSeconds < 0 || p.RetentionSeconds > maxSeconds:
+		return fmt.Errorf("%w: retention_seconds %d out of range", ErrInvalid, p.RetentionSeconds)
+	case len(p.IgnoredFields) > 32:
+		return fmt.Errorf("%w: at most 32 ignored_fields", ErrInvalid)
+	}
+	for _, f := range p.IgnoredFields {
+		if len(f) > 200 || !fieldRE.MatchString(f) {
+			return fmt.Errorf("%w: ignored field %q", ErrInvalid, f)
+		}
+	}
+	return nil
+}
+
+// Builtin returns the default policy of an operation tokend ships a handler
+// for; such operations are declared for every tenant until one overrides them.
+func Builtin(name string) (Policy, bool) {
+	i := slices.IndexFunc(builtins, func(p Policy) bool { return p.Name == name })
+	if i < 0 {
+		return Policy{}, false
+	}
+	p := builtins[i]
+	p.IgnoredFields = slices.Clone(p.IgnoredFields)
+	return p, true
+}
+
+var builtins = []Policy{
+	Policy{Name: "ledger.credit", IgnoredFields: []string{"trace_id"}}.WithDefaults(),
+	Policy{Name: "ledger.debit", IgnoredFields: []string{"trace_id"}}.WithDefaults(),
+}

@@ -1,0 +1,80 @@
+package token
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/gowebpki/jcs"
+)
+
+// ErrInvalidPayload means a payload is not a single valid JSON value (or has
+// duplicate keys, which RFC 8785 forbids because parsers disagree on them).
+var ErrInvalidPayload = errors.New("token: invalid payload")
+
+// Digest returns the SHA-256 of the RFC 8785 canonical form of payload after
+// removing the ignored fields. A field is a top-level member name or a dotted
+// path into nested objects ("meta.trace_id"). Equal JSON values give equal
+// digests whatever their formatting or member order.
+func Digest(payload []byte, ignored []string) ([]byte, error) {
+	canon, err := Canonical(payload, ignored)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(canon)
+	return sum[:], nil
+}
+
+// Canonical returns the RFC 8785 form of payload without the ignored fields.
+func Canonical(payload []byte, ignored []string) ([]byte, error) {
+	canon, err := jcs.Transform(payload)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidPayload, err)
+	}
+	if len(ignored) == 0 || len(canon) == 0 || canon[0] != '{' {
+		return canon, nil
+	}
+	var doc map[string]any
+	dec := json.NewDecoder(bytes.NewReader(canon))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidPayload, err)
+	}
+	removed := false
+	for _, f := range ignored {
+		removed = removePath(doc, strings.Split(f, ".")) || removed
+	}
+	if !removed {
+		return canon, nil
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidPayload, err)
+	}
+	return jcs.Transform(b)
+}
+
+func removePath(doc map[string]any, path []string) bool {
+	if len(path) == 1 {
+		_, ok := doc[path[0]]
+		delete(doc, path[0])
+		return ok
+	}
+	child, ok := doc[path[0]].(map[string]any)
+	return ok && removePath(child, path[1:])
+}
+
+// Fingerprint identifies what an issue request asks for, so a retry of the
+// same intent can be told apart from a reuse of its key for something else.
+func Fingerprint(operation, subject string, digest []byte, ttlSeconds int, apiVersion string) []byte {
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte("tokend fingerprint v1"), []byte(operation), []byte(subject), digest, binary.BigEndian.AppendUint64(nil, uint64(ttlSeconds)), []byte(apiVersion)} {
+		h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(part))))
+		h.Write(part)
+	}
+	return h.Sum(nil)
+}
