@@ -18,7 +18,8 @@ var ErrInvalidPayload = errors.New("token: invalid payload")
 
 // Digest returns the SHA-256 of the RFC 8785 canonical form of payload after
 // removing the ignored fields. A field is a top-level member name or a dotted
-// path into nested objects ("meta.trace_id"). Equal JSON values give equal
+// path into nested objects ("meta.trace_id"); a member whose name contains a
+// dot cannot be ignored. Equal JSON values give equal
 // digests whatever their formatting or member order.
 func Digest(payload []byte, ignored []string) ([]byte, error) {
 	canon, err := Canonical(payload, ignored)
@@ -55,7 +56,11 @@ func Canonical(payload []byte, ignored []string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidPayload, err)
 	}
-	return jcs.Transform(b)
+	out, err := jcs.Transform(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidPayload, err)
+	}
+	return out, nil
 }
 
 func removePath(doc map[string]any, path []string) bool {

@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 )
 
@@ -82,7 +84,7 @@ func (k *Keyring) Derive(keyID, tenant, id string, nonce []byte) (Secret, error)
 	}
 	m := hmac.New(sha256.New, key)
 	for _, part := range [][]byte{[]byte("tokend secret v1"), []byte(tenant), []byte(id), nonce} {
-		m.Write([]byte{byte(len(part) >> 8), byte(len(part))})
+		m.Write(binary.BigEndian.AppendUint32(nil, uint32(len(part))))
 		m.Write(part)
 	}
 	return Secret(SecretPrefix + base64.RawURLEncoding.EncodeToString(m.Sum(nil))), nil
@@ -95,10 +97,13 @@ type Secret string
 // ParseSecret checks that s has the shape of a secret.
 func ParseSecret(s string) (Secret, error) {
 	body, ok := strings.CutPrefix(s, SecretPrefix)
-	if !ok || base64.RawURLEncoding.DecodedLen(len(body)) != secretBytes {
+	if !ok || len(body) != base64.RawURLEncoding.EncodedLen(secretBytes) {
 		return "", ErrMalformedSecret
 	}
-	if _, err := base64.RawURLEncoding.DecodeString(body); err != nil {
+	// Strict rejects non-zero padding bits, so each secret has one spelling;
+	// the decoded length catches the CR and LF the decoder would skip.
+	b, err := base64.RawURLEncoding.Strict().DecodeString(body)
+	if err != nil || len(b) != secretBytes {
 		return "", ErrMalformedSecret
 	}
 	return Secret(s), nil
@@ -119,3 +124,10 @@ func (s Secret) String() string { return SecretPrefix + "…" }
 
 // GoString redacts the secret in %#v.
 func (s Secret) GoString() string { return s.String() }
+
+// LogValue redacts the secret in log/slog output, JSON handlers included.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// MarshalText redacts the secret in encoders, so only Reveal puts it on the
+// wire.
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
