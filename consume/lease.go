@@ -31,6 +31,7 @@ func (s *Spender) grantLease(ctx context.Context, tx pgx.Tx, req Request, t *loc
 	if err != nil {
 		return Response{}, fmt.Errorf("consume: grant lease: %w", err)
 	}
+	l.ExpiresAt = l.ExpiresAt.UTC()
 	body, err := json.Marshal(struct {
 		TokenID string      `json:"token_id"`
 		State   token.State `json:"state"`

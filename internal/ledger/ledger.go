@@ -57,6 +57,9 @@ type Failure struct {
 // ParsePayload decodes and validates b strictly, wrapping
 // consume.ErrInvalidPayload.
 func ParsePayload(b []byte) (Payload, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return Payload{}, fmt.Errorf("%w: payload is required", consume.ErrInvalidPayload)
+	}
 	var p Payload
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()

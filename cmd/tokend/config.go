@@ -1,0 +1,175 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tokend/tokend/internal/apikey"
+	"github.com/tokend/tokend/token"
+)
+
+// Defaults of serveConfig.
+const (
+	defaultListen          = "127.0.0.1:8080"
+	defaultShutdownTimeout = 15 * time.Second
+)
+
+// dbConfig is what every subcommand needs: where the database is.
+type dbConfig struct {
+	DatabaseURL string // TOKEND_DATABASE_URL or --database-url; required
+}
+
+func (c *dbConfig) bind(fs *flag.FlagSet, env envFlags) {
+	// Flag defaults stay empty: -h prints defaults, and the URL may hold a password.
+	fs.StringVar(&c.DatabaseURL, "database-url", "", "Postgres URL (env TOKEND_DATABASE_URL)")
+	env["database-url"] = "TOKEND_DATABASE_URL"
+}
+
+// Validate reports what is wrong with c.
+func (c dbConfig) Validate() error {
+	if c.DatabaseURL == "" {
+		return errors.New("TOKEND_DATABASE_URL (or --database-url) is required")
+	}
+	// pgx redacts the password from its parse errors.
+	if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
+		return fmt.Errorf("TOKEND_DATABASE_URL: %v", err)
+	}
+	return nil
+}
+
+// serveConfig configures `tokend serve`.
+type serveConfig struct {
+	dbConfig
+	Listen          string        // TOKEND_LISTEN or --listen; default defaultListen
+	RedisURL        string        // TOKEND_REDIS_URL or --redis-url; optional
+	ShutdownTimeout time.Duration // TOKEND_SHUTDOWN_TIMEOUT or --shutdown-timeout; default defaultShutdownTimeout
+	// SecretKey derives token secrets (TOKEND_SECRET_KEY, at least
+	// token.MinKeyLen bytes); PreviousSecretKeys (TOKEND_PREVIOUS_SECRET_KEYS,
+	// comma-separated) are the keys rotated out, still needed to re-issue
+	// tokens derived under them. Keys come from the environment only: a
+	// command line is visible to every user of the machine.
+	SecretKey          string
+	PreviousSecretKeys []string
+}
+
+func (c *serveConfig) bind(fs *flag.FlagSet, env envFlags) {
+	c.dbConfig.bind(fs, env)
+	fs.StringVar(&c.Listen, "listen", defaultListen, "address to serve on (env TOKEND_LISTEN)")
+	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis URL of the lookup cache, optional (env TOKEND_REDIS_URL)")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long in-flight requests may take to finish on SIGTERM (env TOKEND_SHUTDOWN_TIMEOUT)")
+	env["listen"] = "TOKEND_LISTEN"
+	env["redis-url"] = "TOKEND_REDIS_URL"
+	env["shutdown-timeout"] = "TOKEND_SHUTDOWN_TIMEOUT"
+}
+
+// readKeys takes the server keys from the environment.
+func (c *serveConfig) readKeys(getenv func(string) string) {
+	c.SecretKey = getenv("TOKEND_SECRET_KEY")
+	c.PreviousSecretKeys = nil
+	for k := range strings.SplitSeq(getenv("TOKEND_PREVIOUS_SECRET_KEYS"), ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			c.PreviousSecretKeys = append(c.PreviousSecretKeys, k)
+		}
+	}
+}
+
+// Validate reports what is wrong with c. Its messages never quote a key or
+// a password.
+func (c serveConfig) Validate() error {
+	if err := c.dbConfig.Validate(); err != nil {
+		return err
+	}
+	_, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return fmt.Errorf("TOKEND_LISTEN %q: want host:port, e.g. %s", c.Listen, defaultListen)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("TOKEND_LISTEN %q: want a numeric port from 0 to 65535", c.Listen)
+	}
+	if c.RedisURL != "" {
+		u, err := url.Parse(c.RedisURL)
+		if err != nil {
+			return errors.New("TOKEND_REDIS_URL is not a URL")
+		}
+		if u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix" || u.Scheme != "unix" && u.Host == "" {
+			return fmt.Errorf("TOKEND_REDIS_URL %q: want redis://host:port, rediss://host:port or unix:///path", u.Redacted())
+		}
+	}
+	if c.ShutdownTimeout <= 0 {
+		return fmt.Errorf("TOKEND_SHUTDOWN_TIMEOUT %s: want a positive duration, e.g. 15s", c.ShutdownTimeout)
+	}
+	switch {
+	case c.SecretKey == "":
+		return fmt.Errorf("TOKEND_SECRET_KEY is required: at least %d bytes of random text, e.g. from `openssl rand -base64 48`", token.MinKeyLen)
+	case len(c.SecretKey) < token.MinKeyLen:
+		return fmt.Errorf("TOKEND_SECRET_KEY is %d bytes, want at least %d", len(c.SecretKey), token.MinKeyLen)
+	}
+	for i, k := range c.PreviousSecretKeys {
+		if len(k) < token.MinKeyLen {
+			return fmt.Errorf("TOKEND_PREVIOUS_SECRET_KEYS: key %d is %d bytes, want at least %d", i+1, len(k), token.MinKeyLen)
+		}
+	}
+	return nil
+}
+
+// keysConfig configures `tokend keys create` and `tokend keys revoke`.
+type keysConfig struct {
+	dbConfig
+	Tenant string // --tenant; required
+	Role   string // --role, create only: client or operator
+	ID     string // --id, revoke only: the key's public id
+}
+
+// Validate reports what is wrong with c for the keys subcommand sub.
+func (c keysConfig) Validate(sub string) error {
+	if err := c.dbConfig.Validate(); err != nil {
+		return err
+	}
+	if !apikey.ValidTenant(c.Tenant) {
+		return fmt.Errorf("--tenant %q: want 1 to 64 of a-z 0-9 _ -, starting with a letter or digit", c.Tenant)
+	}
+	switch sub {
+	case "create":
+		if _, err := apikey.ParseRole(c.Role); err != nil {
+			return fmt.Errorf("--role %q: want client or operator", c.Role)
+		}
+	case "revoke":
+		if !strings.HasPrefix(c.ID, apikey.IDPrefix) {
+			return fmt.Errorf("--id %q: want a key id, %s…", c.ID, apikey.IDPrefix)
+		}
+	}
+	return nil
+}
+
+// envFlags maps flag names to the environment variables that set them when
+// the flag is not on the command line.
+type envFlags map[string]string
+
+// parse parses args into fs, then gives each flag not on the command line the
+// value of its environment variable, if set.
+func (env envFlags) parse(fs *flag.FlagSet, args []string, getenv func(string) string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	onCommandLine := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+	for name, variable := range env {
+		if v := getenv(variable); v != "" && !onCommandLine[name] {
+			if err := fs.Set(name, v); err != nil {
+				return fmt.Errorf("%s: %v", variable, err)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tokend/tokend/internal/apikey"
+)
+
+func createKey(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var cfg keysConfig
+	err := parseFlags("keys create", args, getenv, stderr, func(fs *flag.FlagSet, env envFlags) {
+		cfg.bind(fs, env)
+		fs.StringVar(&cfg.Tenant, "tenant", "", "tenant the key belongs to")
+		fs.StringVar(&cfg.Role, "role", "", "client or operator")
+	})
+	if err != nil {
+		return err
+	}
+	if err := cfg.Validate("create"); err != nil {
+		return usageError{err}
+	}
+	conn, err := pgx.Connect(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	k, secret, err := apikey.Create(ctx, conn, cfg.Tenant, apikey.Role(cfg.Role))
+	if err != nil {
+		return err
+	}
+	// The key alone on stdout, so that `key=$(tokend keys create ...)` works.
+	if _, err := fmt.Fprintln(stdout, secret); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "tokend: created %s key %s for tenant %s; it is shown once, store it now\n", k.Role, k.ID, k.Tenant)
+	return nil
+}
+
+func revokeKey(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	var cfg keysConfig
+	err := parseFlags("keys revoke", args, getenv, stderr, func(fs *flag.FlagSet, env envFlags) {
+		cfg.bind(fs, env)
+		fs.StringVar(&cfg.Tenant, "tenant", "", "tenant the key belongs to")
+		fs.StringVar(&cfg.ID, "id", "", "the key's id, key_…")
+	})
+	if err != nil {
+		return err
+	}
+	if err := cfg.Validate("revoke"); err != nil {
+		return usageError{err}
+	}
+	conn, err := pgx.Connect(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := apikey.Revoke(ctx, conn, cfg.Tenant, cfg.ID); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "tokend: revoked key %s of tenant %s\n", cfg.ID, cfg.Tenant)
+	return nil
+}

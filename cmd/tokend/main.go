@@ -1,0 +1,111 @@
+// Command tokend runs the one-time token service and manages its database
+// and API keys.
+//
+// Usage:
+//
+//	tokend serve                                       serve the API
+//	tokend migrate                                     apply the schema migrations
+//	tokend keys create --tenant T --role client|operator   print a new API key
+//	tokend keys revoke --tenant T --id key_…           revoke an API key
+//
+// Configuration comes from the environment (TOKEND_DATABASE_URL,
+// TOKEND_LISTEN, TOKEND_REDIS_URL, TOKEND_SECRET_KEY,
+// TOKEND_PREVIOUS_SECRET_KEYS, TOKEND_SHUTDOWN_TIMEOUT); flags override it.
+// Exit status: 0 on success, 1 on failure, 2 for a usage or configuration
+// error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+)
+
+const usage = `usage:
+  tokend serve [--listen ADDR] [--database-url URL] [--redis-url URL] [--shutdown-timeout D]
+  tokend migrate [--database-url URL]
+  tokend keys create --tenant T --role client|operator [--database-url URL]
+  tokend keys revoke --tenant T --id key_… [--database-url URL]
+
+environment: TOKEND_DATABASE_URL (required), TOKEND_LISTEN (default 127.0.0.1:8080),
+TOKEND_REDIS_URL, TOKEND_SECRET_KEY (serve; at least 32 bytes),
+TOKEND_PREVIOUS_SECRET_KEYS (comma-separated), TOKEND_SHUTDOWN_TIMEOUT (default 15s)
+`
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// usageError is a mistake in the command line or the environment.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// run runs the command line args and returns the exit status. Only a
+// command's result goes to stdout; everything else goes to stderr.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	err := dispatch(ctx, args, getenv, stdout, stderr)
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "tokend: %v\n", err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "tokend: %v\n", err)
+		return 1
+	}
+}
+
+func dispatch(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return usageError{errors.New("no command given")}
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "serve":
+		return serve(ctx, rest, getenv, stderr)
+	case "migrate":
+		return migrate(ctx, rest, getenv, stderr)
+	case "keys":
+		if len(rest) == 0 {
+			return usageError{errors.New("keys: want create or revoke")}
+		}
+		switch rest[0] {
+		case "create":
+			return createKey(ctx, rest[1:], getenv, stdout, stderr)
+		case "revoke":
+			return revokeKey(ctx, rest[1:], getenv, stderr)
+		}
+		return usageError{fmt.Errorf("keys %s: want create or revoke", rest[0])}
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stderr, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return usageError{fmt.Errorf("unknown command %q", cmd)}
+	}
+}
+
+// parseFlags parses a subcommand's command line, taking unset flags from the
+// environment. Its errors are usage errors.
+func parseFlags(name string, args []string, getenv func(string) string, stderr io.Writer, bind func(*flag.FlagSet, envFlags)) error {
+	fs := flag.NewFlagSet("tokend "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	env := envFlags{}
+	bind(fs, env)
+	if err := env.parse(fs, args, getenv); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	return nil
+}

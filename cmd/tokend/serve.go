@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/httpapi"
+	"github.com/tokend/tokend/intent"
+	"github.com/tokend/tokend/internal/ledger"
+	"github.com/tokend/tokend/migrations"
+	"github.com/tokend/tokend/token"
+)
+
+func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	var cfg serveConfig
+	if err := parseFlags("serve", args, getenv, stderr, cfg.bind); err != nil {
+		return err
+	}
+	cfg.readKeys(getenv)
+	if err := cfg.Validate(); err != nil {
+		return usageError{err}
+	}
+	keys, err := token.NewKeyring(cfg.SecretKey, cfg.PreviousSecretKeys...)
+	if err != nil {
+		return usageError{err}
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	if err := migrations.ApplyURL(ctx, cfg.DatabaseURL); err != nil {
+		return err
+	}
+	pool, err := newPool(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	handlers := consume.NewRegistry()
+	ledger.Register(handlers)
+	spender, err := consume.New(consume.Config{Handlers: handlers})
+	if err != nil {
+		return err
+	}
+	api, err := httpapi.New(httpapi.Config{
+		Pool:    pool,
+		Issuer:  intent.NewIssuer(keys),
+		Spender: spender,
+		Logger:  log,
+	})
+	if err != nil {
+		return err
+	}
+	if cfg.RedisURL != "" {
+		log.Info("TOKEND_REDIS_URL is set but this build has no cache; serving from Postgres alone")
+	}
+
+	srv := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "max_db_conns", pool.Config().MaxConns)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	stop() // a second signal kills the process at once
+	log.Info("shutting down", "timeout", cfg.ShutdownTimeout.String())
+
+	// New connections are refused at once; requests in flight keep their
+	// database connections until they finish or the timeout passes.
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("shutdown: requests still running after %s: %w", cfg.ShutdownTimeout, err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	pool.Close()
+	log.Info("stopped")
+	return nil
+}
+
+// newPool opens a pool sized for the machine: spends hold a connection for a
+// whole transaction, so a few per CPU keep the CPUs busy without queueing
+// in Postgres. pool_max_conns and pool_min_conns in the URL take precedence.
+func newPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		pc.MaxConns = int32(4 * runtime.GOMAXPROCS(0))
+	}
+	if !strings.Contains(url, "pool_min_conns") {
+		pc.MinConns = 2
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, err
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	return pool, nil
+}

@@ -1,0 +1,60 @@
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+const postgresCheck = "postgres"
+
+// checkTimeout bounds each /readyz check, so a hung dependency reads as down
+// before the load balancer's probe gives up.
+const checkTimeout = 2 * time.Second
+
+// healthz says the process is up and serving; it checks nothing else, so a
+// database outage does not get healthy processes restarted.
+func (s *Server) healthz(c *gin.Context) {
+	writeJSON(c, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readiness is /readyz's answer. Status is "ready", "degraded" (an optional
+// dependency is down) or "unavailable"; each check is "ok", "degraded" or
+// "down". Errors go to the log, not to this unauthenticated answer.
+type readiness struct {
+	Status string            `json:"status"`
+	Checks map[string]string `json:"checks"`
+}
+
+func (s *Server) readyz(c *gin.Context) {
+	r := readiness{Status: "ready", Checks: map[string]string{}}
+	for _, ch := range s.checks {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), checkTimeout)
+		err := ch.Ping(ctx)
+		cancel()
+		switch {
+		case err == nil:
+			r.Checks[ch.Name] = "ok"
+			continue
+		case ch.Optional:
+			r.Checks[ch.Name] = "degraded"
+			if r.Status == "ready" {
+				r.Status = "degraded"
+			}
+		default:
+			r.Checks[ch.Name] = "down"
+			r.Status = "unavailable"
+		}
+		s.log.LogAttrs(c.Request.Context(), slog.LevelWarn, "readiness check failed",
+			slog.String("request_id", c.GetString(requestIDKey)), slog.String("check", ch.Name), slog.String("error", err.Error()))
+	}
+	status := http.StatusOK
+	if r.Status == "unavailable" {
+		status = http.StatusServiceUnavailable
+		c.Header("Retry-After", "1")
+	}
+	writeJSON(c, status, r)
+}

@@ -1,0 +1,76 @@
+package httpapi_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tokend/tokend/httpapi"
+	"github.com/tokend/tokend/internal/pgtest"
+)
+
+func TestHealthz(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	res := a.get("", "/healthz")
+	if res.status != http.StatusOK || string(res.body) != `{"status":"ok"}` {
+		t.Errorf("healthz = %d %s", res.status, res.body)
+	}
+}
+
+func TestReadyz(t *testing.T) {
+	t.Parallel()
+	up := func(context.Context) error { return nil }
+	down := func(context.Context) error { return errors.New("connection refused") }
+	tests := []struct {
+		name   string
+		checks []httpapi.Check
+		status int
+		body   string
+	}{
+		{"database only", nil, 200, `{"status":"ready","checks":{"postgres":"ok"}}`},
+		{"cache up", []httpapi.Check{{Name: "redis", Ping: up, Optional: true}}, 200, `{"status":"ready","checks":{"postgres":"ok","redis":"ok"}}`},
+		{"cache down", []httpapi.Check{{Name: "redis", Ping: down, Optional: true}}, 200, `{"status":"degraded","checks":{"postgres":"ok","redis":"degraded"}}`},
+		{"required dependency down", []httpapi.Check{{Name: "redis", Ping: down, Optional: true}, {Name: "queue", Ping: down}}, 503, `{"status":"unavailable","checks":{"postgres":"ok","queue":"down","redis":"degraded"}}`},
+	}
+	pool := pgtest.NewPool(t)
+	for _, tt := range tests {
+		a := newAPIOn(t, pool, func(c *httpapi.Config) { c.Checks = tt.checks })
+		res := a.get("", "/readyz")
+		if res.status != tt.status || string(res.body) != tt.body {
+			t.Errorf("%s: readyz = %d %s, want %d %s", tt.name, res.status, res.body, tt.status, tt.body)
+		}
+	}
+}
+
+// TestDatabaseDown: with Postgres unreachable, the service says so with 503
+// and Retry-After rather than a 500 or a 401.
+func TestDatabaseDown(t *testing.T) {
+	t.Parallel()
+	// Nothing listens on port 1; the pool connects lazily.
+	pool, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	a := newAPIOn(t, pool)
+
+	res := a.get("", "/readyz")
+	if res.status != http.StatusServiceUnavailable || string(res.body) != `{"status":"unavailable","checks":{"postgres":"down"}}` || res.header.Get("Retry-After") == "" {
+		t.Errorf("readyz = %d %s (Retry-After %q)", res.status, res.body, res.header.Get("Retry-After"))
+	}
+	if res := a.get("", "/healthz"); res.status != http.StatusOK {
+		t.Errorf("healthz = %d, want 200: the process is up", res.status)
+	}
+	res = a.get("tkd_"+"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "/v1/tokens/tok_00000000000000000000000000")
+	wantProblem(t, res, http.StatusServiceUnavailable, "unavailable")
+	if res.header.Get("Retry-After") == "" {
+		t.Error("503 without Retry-After")
+	}
+	if logs := a.log.String(); !containsAll(logs, `"status":503`, `"error":`) {
+		t.Errorf("the 503 was not logged with its cause:\n%s", logs)
+	}
+}

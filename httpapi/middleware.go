@@ -1,0 +1,105 @@
+package httpapi
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"runtime/debug"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tokend/tokend/internal/apikey"
+)
+
+// RequestIDHeader carries the id that ties a response to its log line. A
+// well-formed id sent by the client (or a proxy) is kept; otherwise one is made.
+const RequestIDHeader = "X-Request-Id"
+
+// Keys of the values middleware leaves on a gin.Context.
+const (
+	requestIDKey = "tokend.request_id"
+	callerKey    = "tokend.caller"
+	codeKey      = "tokend.problem_code"
+)
+
+var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+func (s *Server) requestID(c *gin.Context) {
+	id := c.GetHeader(RequestIDHeader)
+	if !requestIDRE.MatchString(id) {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		id = hex.EncodeToString(b[:])
+	}
+	c.Set(requestIDKey, id)
+	c.Header(RequestIDHeader, id)
+	c.Next()
+}
+
+// accessLog writes one line per request. It logs what identifies the request
+// and its outcome, never headers, bodies or query strings: they carry keys,
+// token secrets and end users' data.
+func (s *Server) accessLog(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	status := c.Writer.Status()
+	attrs := []slog.Attr{
+		slog.String("request_id", c.GetString(requestIDKey)),
+		slog.String("method", c.Request.Method),
+		slog.String("route", c.FullPath()),
+		slog.String("path", c.Request.URL.Path),
+		slog.Int("status", status),
+		slog.Int("bytes", max(c.Writer.Size(), 0)),
+		slog.Duration("duration", time.Since(start)),
+	}
+	if k, ok := c.Get(callerKey); ok {
+		k := k.(apikey.Key)
+		attrs = append(attrs, slog.String("tenant", k.Tenant), slog.String("key_id", k.ID))
+	}
+	if code := c.GetString(codeKey); code != "" {
+		attrs = append(attrs, slog.String("code", code))
+	}
+	level := slog.LevelInfo
+	if err := c.Errors.Last(); err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+		level = slog.LevelError
+	}
+	s.log.LogAttrs(c.Request.Context(), level, "request", attrs...)
+}
+
+// recoverPanic turns a handler's panic into a logged 500.
+func (s *Server) recoverPanic(c *gin.Context) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
+			panic(v) // net/http's way to abort a response; it handles it
+		}
+		err := fmt.Errorf("panic: %v\n%s", v, debug.Stack())
+		if c.Writer.Written() {
+			_ = c.Error(err)
+			c.Abort()
+			return
+		}
+		Abort(c, err)
+	}()
+	c.Next()
+}
+
+// limitBody bounds every request body; reading past the bound fails with an
+// *http.MaxBytesError, which Decode reports as 413.
+func (s *Server) limitBody(c *gin.Context) {
+	if c.Request.ContentLength > s.maxBodyBytes {
+		Abort(c, &http.MaxBytesError{Limit: s.maxBodyBytes})
+		return
+	}
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.maxBodyBytes)
+	c.Next()
+}

@@ -1,0 +1,189 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/inspect"
+	"github.com/tokend/tokend/intent"
+	"github.com/tokend/tokend/internal/apikey"
+	"github.com/tokend/tokend/operation"
+	"github.com/tokend/tokend/token"
+)
+
+// Problem is an RFC 9457 problem detail, the body of every error answer. It
+// is also an error, so a handler can pass one to Abort to answer with it as is.
+type Problem struct {
+	Type   string `json:"type"`  // default: derived from Code
+	Title  string `json:"title"` // default: the status text
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+	// Code is the stable, machine-readable reason, e.g. "token_not_found".
+	Code string `json:"code"`
+	// RetryAfter, when positive, is sent as the Retry-After header, in seconds.
+	RetryAfter int `json:"-"`
+}
+
+// Error returns the code and the detail.
+func (p *Problem) Error() string { return p.Code + ": " + p.Detail }
+
+const problemTypePrefix = "urn:tokend:problem:"
+
+// Abort answers c with the problem err maps to and stops the handler chain.
+// A *Problem is sent as is; the sentinel errors of tokend's packages
+// (token.ErrNotFound, intent.ErrKeyReused, ...) get their documented status
+// and code; a database that cannot be reached is a 503 with Retry-After;
+// anything else is a 500 whose detail goes to the log only.
+func Abort(c *gin.Context, err error) {
+	p := problemFor(err)
+	if p.Status >= 500 {
+		_ = c.Error(err) // logged by accessLog
+	}
+	if p.Code == "internal" {
+		p.Detail = "internal error; the server log has the details under request id " + c.GetString(requestIDKey)
+	}
+	if p.Type == "" {
+		p.Type = problemTypePrefix + p.Code
+	}
+	if p.Title == "" {
+		p.Title = http.StatusText(p.Status)
+	}
+	c.Set(codeKey, p.Code)
+	if p.Status == http.StatusUnauthorized {
+		c.Header("WWW-Authenticate", `Bearer realm="tokend"`)
+	}
+	if p.RetryAfter > 0 {
+		c.Header("Retry-After", strconv.Itoa(p.RetryAfter))
+	}
+	body, _ := json.Marshal(p) // cannot fail: strings and ints
+	c.Data(p.Status, "application/problem+json", body)
+	c.Abort()
+}
+
+// mapping is how one sentinel error is answered.
+type mapping struct {
+	target error
+	status int
+	code   string
+	title  string
+	detail string
+	// wraps: the text err adds after target's ("%w: ...") completes the
+	// detail. Off where it could tell one missing token from another.
+	wraps bool
+}
+
+// mappings are tried in order; the first target err matches wins.
+var mappings = []mapping{
+	{token.ErrNotFound, http.StatusNotFound, "token_not_found", "Token not found", "no such token", false},
+	{token.ErrExpired, http.StatusGone, "token_expired", "Token expired", "the token has expired", false},
+	{token.ErrRevoked, http.StatusGone, "token_revoked", "Token revoked", "the token was revoked", false},
+	{token.ErrOutcomeUnknown, http.StatusConflict, "outcome_unknown", "Outcome unknown", "the outcome of this token's execution is unknown until an operator reconciles it", false},
+	{token.ErrStaleGeneration, http.StatusConflict, "stale_generation", "Stale generation", "execution rights for this token were granted to a newer generation", false},
+	{token.ErrInvalidState, http.StatusConflict, "invalid_state", "Invalid state", "the token's state does not allow this", true},
+	{token.ErrInvalidTransition, http.StatusConflict, "invalid_state", "Invalid state", "the token's state does not allow this", true},
+	{consume.ErrBindingMismatch, http.StatusForbidden, "binding_mismatch", "Binding mismatch", "the token was issued for another subject or operation", false},
+	{consume.ErrPayloadMismatch, http.StatusUnprocessableEntity, "payload_mismatch", "Payload mismatch", "the payload differs from the one the token was issued for", false},
+	{intent.ErrKeyReused, http.StatusUnprocessableEntity, "idempotency_key_reused", "Idempotency key reused", "this Idempotency-Key was already used for a different request (operation, subject, payload or ttl)", false},
+	{operation.ErrUnknown, http.StatusBadRequest, "unknown_operation", "Unknown operation", "the operation is not declared for this tenant", true},
+	{consume.ErrNoHandler, http.StatusBadRequest, "unknown_operation", "Unknown operation", "the operation is atomic but this server has no handler for it; declare it in lease mode", true},
+	{intent.ErrInvalidRequest, http.StatusBadRequest, "invalid_request", "Invalid request", "invalid request", true},
+	{consume.ErrInvalidPayload, http.StatusBadRequest, "invalid_request", "Invalid request", "invalid payload", true},
+	{token.ErrInvalidPayload, http.StatusBadRequest, "invalid_request", "Invalid request", "invalid payload", true},
+	{operation.ErrInvalid, http.StatusBadRequest, "invalid_request", "Invalid request", "invalid operation policy", true},
+	{inspect.ErrInvalidFilter, http.StatusBadRequest, "invalid_request", "Invalid request", "invalid filter", true},
+	{token.ErrMalformedSecret, http.StatusBadRequest, "invalid_request", "Invalid request", "token is not a well-formed token secret", false},
+	{apikey.ErrUnauthorized, http.StatusUnauthorized, "unauthorized", "Unauthorized", "a valid API key is required: Authorization: Bearer <key>", false},
+}
+
+func problemFor(err error) Problem {
+	var (
+		p          *Problem
+		tooLarge   *http.MaxBytesError
+		inProgress *consume.InProgressError
+	)
+	switch {
+	case errors.As(err, &p):
+		return *p
+	case errors.As(err, &tooLarge):
+		return Problem{Status: http.StatusRequestEntityTooLarge, Code: "payload_too_large", Title: "Payload too large",
+			Detail: fmt.Sprintf("the request body exceeds %d bytes", tooLarge.Limit)}
+	case errors.As(err, &inProgress), errors.Is(err, token.ErrInProgress):
+		retry := 1
+		if inProgress != nil {
+			retry = max(1, inProgress.RetryAfterSeconds)
+		}
+		return Problem{Status: http.StatusConflict, Code: "in_progress", Title: "In progress",
+			Detail: "another holder is executing this token; retry later", RetryAfter: retry}
+	}
+	for _, m := range mappings {
+		if !errors.Is(err, m.target) {
+			continue
+		}
+		p := Problem{Status: m.status, Code: m.code, Title: m.title, Detail: m.detail}
+		if m.wraps {
+			if s := wrapped(err.Error()); s != "" {
+				p.Detail += ": " + s
+			}
+		}
+		return p
+	}
+	if unavailable(err) {
+		return Problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Title: "Service unavailable",
+			Detail: "the database is unavailable; retry later", RetryAfter: 1}
+	}
+	return Problem{Status: http.StatusInternalServerError, Code: "internal", Title: "Internal error"}
+}
+
+// wrapped returns what msg adds to the sentinels it quotes: "payload:
+// duplicate key" of "intent: invalid request: payload: token: invalid
+// payload: duplicate key".
+func wrapped(msg string) string {
+	start := -1
+	for _, m := range mappings {
+		prefix := m.target.Error() + ": "
+		if i := strings.Index(msg, prefix); m.wraps && i >= 0 && (start < 0 || i+len(prefix) < start) {
+			start = i + len(prefix)
+		}
+	}
+	if start < 0 {
+		return ""
+	}
+	rest := msg[start:]
+	for _, m := range mappings {
+		if m.wraps {
+			rest = strings.ReplaceAll(rest, m.target.Error()+": ", "")
+		}
+	}
+	return rest
+}
+
+// unavailable reports whether err means the database cannot be reached or
+// asked the client to come back, as opposed to a bug.
+func unavailable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "57P01", "57P02", "57P03", // shutting down, starting up
+			"53300",          // too many connections
+			"40001", "40P01": // serialization failure, deadlock: safe to retry
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, "08") // connection exception
+	}
+	var (
+		connErr *pgconn.ConnectError
+		netErr  net.Error
+	)
+	return errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.Timeout(err) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}

@@ -1,0 +1,138 @@
+// Package httpapi serves tokend's REST API (v1) over the intent, consume,
+// inspect and operation packages.
+//
+// Every route but the health checks authenticates with an API key; the
+// tenant always comes from the key, never from the request. Errors are
+// RFC 9457 problem details with a stable code.
+//
+// Route groups kept elsewhere (operator tools, metrics, pages) join through
+// Config.Mounts and Config.Middleware; their handlers use Caller, Decode and
+// Abort to behave like the built-in ones.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/intent"
+	"github.com/tokend/tokend/internal/apikey"
+)
+
+// DefaultMaxBodyBytes is Config.MaxBodyBytes's default.
+const DefaultMaxBodyBytes = 64 << 10
+
+// Config configures a Server.
+type Config struct {
+	// Pool is the database. Required.
+	Pool *pgxpool.Pool
+	// Issuer issues tokens. Required.
+	Issuer *intent.Issuer
+	// Spender spends tokens. Required.
+	Spender *consume.Spender
+	// Logger receives one line per request and the detail of every internal
+	// error. Default slog.Default().
+	Logger *slog.Logger
+	// MaxBodyBytes bounds a request body; a larger one is answered 413.
+	// Default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Authenticate resolves a presented API key; it must return an error
+	// wrapping apikey.ErrUnauthorized for a key that is not valid. Set it to
+	// put a cache in front of the database. Default: apikey.Resolve on Pool.
+	Authenticate func(ctx context.Context, presented string) (apikey.Key, error)
+	// Checks are the dependencies /readyz reports on besides Postgres.
+	Checks []Check
+	// Middleware runs on every request, routed or not, after the request id
+	// is set and before the body limit and authentication.
+	Middleware []gin.HandlerFunc
+	// Mounts add route groups, each called once by New after the built-in
+	// routes are registered.
+	Mounts []Mount
+}
+
+// Check is a dependency /readyz reports on.
+type Check struct {
+	// Name identifies the dependency in the /readyz answer, e.g. "redis".
+	Name string
+	// Ping returns nil when the dependency is usable.
+	Ping func(ctx context.Context) error
+	// Optional dependencies only degrade the service when down: /readyz
+	// still answers 200, with the dependency marked "degraded".
+	Optional bool
+}
+
+// Validate reports whether c is usable.
+func (c Config) Validate() error {
+	switch {
+	case c.Pool == nil:
+		return errors.New("httpapi: Config.Pool is required")
+	case c.Issuer == nil:
+		return errors.New("httpapi: Config.Issuer is required")
+	case c.Spender == nil:
+		return errors.New("httpapi: Config.Spender is required")
+	case c.MaxBodyBytes < 0:
+		return fmt.Errorf("httpapi: Config.MaxBodyBytes is %d, want 0 (the default) or more", c.MaxBodyBytes)
+	}
+	seen := map[string]bool{postgresCheck: true}
+	for _, ch := range c.Checks {
+		if ch.Name == "" || ch.Ping == nil {
+			return errors.New("httpapi: every Config.Checks entry needs a Name and a Ping")
+		}
+		if seen[ch.Name] {
+			return fmt.Errorf("httpapi: Config.Checks names %q twice (or it is built in)", ch.Name)
+		}
+		seen[ch.Name] = true
+	}
+	return nil
+}
+
+// Server is the API as an http.Handler.
+type Server struct {
+	pool         *pgxpool.Pool
+	issuer       *intent.Issuer
+	spender      *consume.Spender
+	log          *slog.Logger
+	maxBodyBytes int64
+	authenticate func(ctx context.Context, presented string) (apikey.Key, error)
+	checks       []Check
+	engine       *gin.Engine
+}
+
+// New returns a Server configured by cfg. It puts gin, process-wide, in
+// release mode.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		pool:         cfg.Pool,
+		issuer:       cfg.Issuer,
+		spender:      cfg.Spender,
+		log:          cfg.Logger,
+		maxBodyBytes: cfg.MaxBodyBytes,
+		authenticate: cfg.Authenticate,
+		checks:       append([]Check{{Name: postgresCheck, Ping: cfg.Pool.Ping}}, cfg.Checks...),
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.maxBodyBytes == 0 {
+		s.maxBodyBytes = DefaultMaxBodyBytes
+	}
+	if s.authenticate == nil {
+		s.authenticate = func(ctx context.Context, presented string) (apikey.Key, error) {
+			return apikey.Resolve(ctx, cfg.Pool, presented)
+		}
+	}
+	s.engine = s.routes(cfg.Middleware, cfg.Mounts)
+	return s, nil
+}
+
+// ServeHTTP answers one request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.engine.ServeHTTP(w, r) }

@@ -1,0 +1,197 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/tokend/tokend/token"
+)
+
+var timeRE = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$`)
+
+func TestIssueConsumeReplay(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	key := a.client()
+
+	tok := a.issue(key, "order-1", `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":300,"payload":{"account":"acc_1","amount":100,"trace_id":"t-1"}}`)
+	digest, err := token.Digest([]byte(`{"account":"acc_1","amount":100}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !token.ValidID(tok.ID) || !strings.HasPrefix(tok.Token, token.SecretPrefix) || tok.Operation != "ledger.credit" ||
+		tok.Subject != "user-1" || tok.State != "issued" || !timeRE.MatchString(tok.ExpiresAt) ||
+		tok.PayloadDigest == nil || *tok.PayloadDigest != hex.EncodeToString(digest) {
+		t.Errorf("issue = %s", tok.raw.body)
+	}
+	if h := tok.raw.header.Get("Idempotent-Replayed"); h != "" {
+		t.Errorf("first issue: Idempotent-Replayed = %q, want none", h)
+	}
+	if cc := tok.raw.header.Get("Cache-Control"); cc != "no-store" {
+		t.Errorf("issue: Cache-Control = %q, want no-store: the body holds a secret", cc)
+	}
+
+	// The same intent, spelled differently and with another trace id.
+	again := a.issue(key, "order-1", `{"ttl_seconds":300,"payload":{"trace_id":"t-2","amount":100,"account":"acc_1"},"subject":"user-1","operation":"ledger.credit"}`)
+	if !bytes.Equal(again.raw.body, tok.raw.body) || again.raw.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("re-issue = %s (replayed %q)\nwant %s (replayed true)", again.raw.body, again.raw.header.Get("Idempotent-Replayed"), tok.raw.body)
+	}
+	if n := a.count("tokens"); n != 1 {
+		t.Errorf("%d tokens after a re-issue, want 1", n)
+	}
+
+	spend := fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"user-1","payload":{"account":"acc_1","amount":100}}`, tok.Token)
+	first := a.post(key, "/v1/tokens/consume", spend)
+	want := fmt.Sprintf(`{"token_id":"%s","state":"consumed","result":{"account":"acc_1","balance":100}}`, tok.ID)
+	if first.status != http.StatusOK || string(first.body) != want || first.header.Get("Idempotent-Replayed") != "" {
+		t.Errorf("consume = %d %s (replayed %q), want 200 %s", first.status, first.body, first.header.Get("Idempotent-Replayed"), want)
+	}
+	// A retry after a lost response, with a new trace id: same answer, no second effect.
+	retry := a.post(key, "/v1/tokens/consume", strings.Replace(spend, `"amount":100}`, `"amount":100,"trace_id":"t-3"}`, 1))
+	if retry.status != first.status || !bytes.Equal(retry.body, first.body) || retry.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("re-consume = %d %s (replayed %q), want %d %s (replayed true)", retry.status, retry.body, retry.header.Get("Idempotent-Replayed"), first.status, first.body)
+	}
+	if b := a.balance("acme", "acc_1"); b != 100 {
+		t.Errorf("balance = %d, want 100: one effect", b)
+	}
+	if n := a.count("ledger_entries"); n != 1 {
+		t.Errorf("%d ledger entries, want 1", n)
+	}
+	if res := a.get(key, "/v1/ledger/accounts/acc_1"); res.status != http.StatusOK || string(res.body) != `{"account":"acc_1","balance":100}` {
+		t.Errorf("GET account = %d %s", res.status, res.body)
+	}
+
+	// Re-issuing after the spend still answers what the issue answered.
+	late := a.issue(key, "order-1", `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":300,"payload":{"account":"acc_1","amount":100}}`)
+	if !bytes.Equal(late.raw.body, tok.raw.body) {
+		t.Errorf("re-issue after spend = %s, want %s", late.raw.body, tok.raw.body)
+	}
+
+	res := a.get(key, "/v1/tokens/"+tok.ID)
+	var view struct {
+		ID, Operation, Subject, State string
+		Generation                    int64
+		CreatedAt                     string  `json:"created_at"`
+		ExpiresAt                     string  `json:"expires_at"`
+		OperationID                   *string `json:"operation_id"`
+		LeaseExpiresAt                *string `json:"lease_expires_at"`
+		FinishedAt                    *string `json:"finished_at"`
+	}
+	mustUnmarshal(t, res.body, &view)
+	if res.status != http.StatusOK || view.ID != tok.ID || view.State != "consumed" || view.ExpiresAt != tok.ExpiresAt ||
+		!timeRE.MatchString(view.CreatedAt) || view.FinishedAt == nil || view.OperationID != nil || view.LeaseExpiresAt != nil {
+		t.Errorf("GET token = %d %s", res.status, res.body)
+	}
+	if bytes.Contains(res.body, []byte(token.SecretPrefix)) {
+		t.Errorf("GET token shows a secret: %s", res.body)
+	}
+
+	// Nothing secret reached the log, and every line has its request id.
+	logs := a.log.String()
+	for _, secret := range []string{tok.Token, key, token.SecretPrefix, "Bearer", "user-1"} {
+		if strings.Contains(logs, secret) {
+			t.Errorf("the log contains %q:\n%s", secret, logs)
+		}
+	}
+	if n := strings.Count(logs, `"request_id":"`); n != strings.Count(logs, "\n") || n < 6 {
+		t.Errorf("%d request ids in %d log lines:\n%s", n, strings.Count(logs, "\n"), logs)
+	}
+}
+
+func TestIssueKeyReused(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	key := a.client()
+	body := `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":300,"payload":{"account":"acc_1","amount":100}}`
+	tok := a.issue(key, "order-1", body)
+
+	for _, changed := range []string{
+		strings.Replace(body, `"amount":100`, `"amount":1000`, 1),
+		strings.Replace(body, `"user-1"`, `"user-2"`, 1),
+		strings.Replace(body, `300`, `301`, 1),
+		`{"operation":"ledger.credit","subject":"user-1","ttl_seconds":300}`,
+	} {
+		res := a.do(request{method: http.MethodPost, path: "/v1/tokens", key: key, body: changed, header: http.Header{"Idempotency-Key": {"order-1"}}})
+		wantProblem(t, res, http.StatusUnprocessableEntity, "idempotency_key_reused")
+	}
+	if n := a.count("tokens"); n != 1 {
+		t.Errorf("%d tokens, want 1", n)
+	}
+	// The token is still bound to the first payload.
+	spend := fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"user-1","payload":{"account":"acc_1","amount":1000}}`, tok.Token)
+	wantProblem(t, a.post(key, "/v1/tokens/consume", spend), http.StatusUnprocessableEntity, "payload_mismatch")
+	if s, _ := a.tokenState(tok.ID); s != token.Issued || a.balance("acme", "acc_1") != 0 {
+		t.Errorf("after a payload mismatch: state %s, balance %d; want issued, 0", s, a.balance("acme", "acc_1"))
+	}
+	if again := a.issue(key, "order-1", body); !bytes.Equal(again.raw.body, tok.raw.body) {
+		t.Errorf("re-issue = %s, want %s", again.raw.body, tok.raw.body)
+	}
+}
+
+func TestIssueNeedsIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	body := `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":300}`
+	for _, h := range []http.Header{nil, {"Idempotency-Key": {""}}} {
+		res := a.do(request{method: http.MethodPost, path: "/v1/tokens", key: a.client(), body: body, header: h})
+		wantProblem(t, res, http.StatusBadRequest, "idempotency_key_missing")
+	}
+	if n := a.count("tokens"); n != 0 {
+		t.Errorf("%d tokens, want 0", n)
+	}
+}
+
+func TestConsumeBindingMismatch(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	key := a.client()
+	tok := a.issue(key, "order-1", `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":300}`)
+	spend := func(op, subject string) response {
+		return a.post(key, "/v1/tokens/consume", fmt.Sprintf(`{"token":%q,"operation":%q,"subject":%q,"payload":{"account":"acc_1","amount":5}}`, tok.Token, op, subject))
+	}
+	for _, tt := range []struct{ op, subject string }{
+		{"ledger.credit", "user-2"},
+		{"ledger.debit", "user-1"},
+		{"ledger.credit", ""},
+		{"", "user-1"},
+	} {
+		wantProblem(t, spend(tt.op, tt.subject), http.StatusForbidden, "binding_mismatch")
+	}
+	if s, g := a.tokenState(tok.ID); s != token.Issued || g != 0 || a.balance("acme", "acc_1") != 0 {
+		t.Fatalf("after mismatches: state %s gen %d balance %d; want issued, 0, 0", s, g, a.balance("acme", "acc_1"))
+	}
+	if res := spend("ledger.credit", "user-1"); res.status != http.StatusOK {
+		t.Errorf("the right spend after mismatches = %d %s", res.status, res.body)
+	}
+}
+
+func TestDebitInsufficientFundsIsStored(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	key := a.client()
+	tok := a.issue(key, "pay-1", `{"operation":"ledger.debit","subject":"user-1","ttl_seconds":300,"payload":{"account":"acc_1","amount":10}}`)
+	spend := fmt.Sprintf(`{"token":%q,"operation":"ledger.debit","subject":"user-1","payload":{"account":"acc_1","amount":10}}`, tok.Token)
+
+	first := a.post(key, "/v1/tokens/consume", spend)
+	want := fmt.Sprintf(`{"token_id":"%s","state":"failed","result":{"code":"insufficient_funds","message":"the balance is lower than the amount","account":"acc_1","balance":0}}`, tok.ID)
+	if first.status != http.StatusUnprocessableEntity || string(first.body) != want {
+		t.Errorf("consume = %d %s\nwant 422 %s", first.status, first.body, want)
+	}
+	// Crediting the account now does not make the stored failure a success.
+	credit := a.issue(key, "fund-1", `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":300}`)
+	if res := a.post(key, "/v1/tokens/consume", fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"user-1","payload":{"account":"acc_1","amount":50}}`, credit.Token)); res.status != http.StatusOK {
+		t.Fatalf("credit = %d %s", res.status, res.body)
+	}
+	replay := a.post(key, "/v1/tokens/consume", spend)
+	if replay.status != first.status || !bytes.Equal(replay.body, first.body) || replay.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("replay = %d %s (replayed %q), want the stored 422", replay.status, replay.body, replay.header.Get("Idempotent-Replayed"))
+	}
+	if s, _ := a.tokenState(tok.ID); s != token.Failed || a.balance("acme", "acc_1") != 50 {
+		t.Errorf("state %s, balance %d; want failed, 50", s, a.balance("acme", "acc_1"))
+	}
+}

@@ -1,0 +1,106 @@
+// Package inspect reads tokens without changing them: one token, its audit
+// trail, or a filtered page of a tenant's tokens. Nothing here can return a
+// token's secret: it is not stored.
+//
+// States are reported as stored: an issued token whose expiry has passed is
+// refused by every spend, but reads as issued until the sweeper records it
+// as expired.
+package inspect
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tokend/tokend/token"
+)
+
+// Querier is what this package needs of a pool, a connection or a transaction.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Get returns tenant's token id, or token.ErrNotFound when the tenant has no
+// such token (another tenant's token included).
+func Get(ctx context.Context, q Querier, tenant, id string) (token.Record, error) {
+	if !token.ValidID(id) {
+		return token.Record{}, token.ErrNotFound
+	}
+	r, err := scanRecord(q.QueryRow(ctx, getSQL, tenant, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return token.Record{}, token.ErrNotFound
+	}
+	if err != nil {
+		return token.Record{}, fmt.Errorf("inspect: get: %w", err)
+	}
+	return r, nil
+}
+
+// Event is one entry of a token's audit trail.
+type Event struct {
+	Seq        int64           `json:"seq"` // increasing in the order events happened
+	At         time.Time       `json:"at"`
+	Actor      string          `json:"actor"` // an API key id, or the process that acted
+	Kind       string          `json:"kind"`  // a token.Action, or "issued"
+	From       token.State     `json:"from_state,omitempty"`
+	To         token.State     `json:"to_state"`
+	Generation int64           `json:"generation"`
+	Detail     json.RawMessage `json:"detail,omitempty"`
+}
+
+// Events returns the audit trail of tenant's token id, oldest first, or
+// token.ErrNotFound.
+func Events(ctx context.Context, q Querier, tenant, id string) ([]Event, error) {
+	if !token.ValidID(id) {
+		return nil, token.ErrNotFound
+	}
+	rows, err := q.Query(ctx, eventsSQL, tenant, id)
+	if err != nil {
+		return nil, fmt.Errorf("inspect: events: %w", err)
+	}
+	events, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
+		var (
+			e    Event
+			from *string
+		)
+		err := r.Scan(&e.Seq, &e.At, &e.Actor, &e.Kind, &from, &e.To, &e.Generation, &e.Detail)
+		if from != nil {
+			e.From = token.State(*from)
+		}
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inspect: events: %w", err)
+	}
+	if len(events) == 0 {
+		// Every token has its issue event, so no events means no token;
+		// asking tells a missing token from a query that raced a purge.
+		if _, err := Get(ctx, q, tenant, id); err != nil {
+			return nil, err
+		}
+	}
+	return events, nil
+}
+
+func scanRecord(row pgx.Row) (token.Record, error) {
+	var (
+		r           token.Record
+		operationID *string
+		status      *int
+	)
+	err := row.Scan(&r.Tenant, &r.ID, &r.Operation, &r.IntentID, &r.Subject, &r.State, &r.Generation,
+		&operationID, &r.PayloadDigest, &r.CreatedAt, &r.ExpiresAt, &r.RetainUntil,
+		&r.LeaseExpiresAt, &r.FinishedAt, &status, &r.ResultBody)
+	if operationID != nil {
+		r.OperationID = *operationID
+	}
+	if status != nil {
+		r.ResultStatus = *status
+	}
+	return r, err
+}

@@ -1,0 +1,109 @@
+package inspect
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tokend/tokend/token"
+)
+
+// Page sizes of List.
+const (
+	DefaultLimit = 50
+	MaxLimit     = 500
+)
+
+// ErrInvalidFilter: a Filter fails validation.
+var ErrInvalidFilter = errors.New("inspect: invalid filter")
+
+// Filter selects the tokens List returns. Zero fields select everything.
+type Filter struct {
+	State         token.State
+	Operation     string
+	Subject       string
+	CreatedAfter  time.Time // created at or after; zero for no bound
+	CreatedBefore time.Time // created strictly before; zero for no bound
+	Limit         int       // page size; zero means DefaultLimit, at most MaxLimit
+	Cursor        string    // the next cursor of the previous page; empty for the first
+}
+
+// Validate reports the first thing wrong with f, wrapping ErrInvalidFilter.
+func (f Filter) Validate() error {
+	if f.State != "" {
+		if _, err := token.ParseState(string(f.State)); err != nil {
+			return fmt.Errorf("%w: state %q", ErrInvalidFilter, f.State)
+		}
+	}
+	if f.Limit < 0 || f.Limit > MaxLimit {
+		return fmt.Errorf("%w: limit %d: want 1 to %d", ErrInvalidFilter, f.Limit, MaxLimit)
+	}
+	if _, err := decodeCursor(f.Cursor); err != nil {
+		return err
+	}
+	return nil
+}
+
+// List returns a page of tenant's tokens matching f, newest first, and the
+// cursor of the next page, empty on the last one. Pages are keyed on the
+// token id, which sorts by creation time, so tokens issued while paging
+// neither shift nor repeat the pages after.
+func List(ctx context.Context, q Querier, tenant string, f Filter) (items []token.Record, next string, err error) {
+	if err := f.Validate(); err != nil {
+		return nil, "", err
+	}
+	limit := f.Limit
+	if limit == 0 {
+		limit = DefaultLimit
+	}
+	after, _ := decodeCursor(f.Cursor)
+	// One row more than the page tells whether there is a next page without
+	// handing out a cursor to an empty one.
+	rows, err := q.Query(ctx, listSQL, tenant,
+		orNil(string(f.State)), orNil(f.Operation), orNil(f.Subject),
+		timeOrNil(f.CreatedAfter), timeOrNil(f.CreatedBefore), orNil(after), limit+1)
+	if err != nil {
+		return nil, "", fmt.Errorf("inspect: list: %w", err)
+	}
+	items, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (token.Record, error) { return scanRecord(r) })
+	if err != nil {
+		return nil, "", fmt.Errorf("inspect: list: %w", err)
+	}
+	if len(items) > limit {
+		items = items[:limit]
+		next = encodeCursor(items[limit-1].ID)
+	}
+	return items, next, nil
+}
+
+// Cursors are opaque to callers so that the key they page on can change.
+func encodeCursor(id string) string { return base64.RawURLEncoding.EncodeToString([]byte(id)) }
+
+func decodeCursor(c string) (string, error) {
+	if c == "" {
+		return "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || !token.ValidID(string(b)) {
+		return "", fmt.Errorf("%w: malformed cursor", ErrInvalidFilter)
+	}
+	return string(b), nil
+}
+
+func orNil(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}

@@ -1,0 +1,167 @@
+// Package apikey manages the API keys callers authenticate with. A key belongs
+// to one tenant and has one role; only its SHA-256 is stored, so the plaintext
+// exists once, in the answer to Create.
+package apikey
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base32"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Prefixes of a key's plaintext and of its public id. The plaintext prefix
+// lets secret scanners and people recognise a leaked key.
+const (
+	SecretPrefix = "tkd_"
+	IDPrefix     = "key_"
+)
+
+const secretBytes = 32 // 256 bits
+
+// Errors returned by this package.
+var (
+	// ErrUnauthorized: the presented key is malformed, unknown or revoked.
+	// Which of these it was is deliberately not told.
+	ErrUnauthorized = errors.New("apikey: unauthorized")
+	// ErrInvalid: a tenant name or role is not acceptable.
+	ErrInvalid = errors.New("apikey: invalid")
+	// ErrNotFound: the tenant has no key with that id.
+	ErrNotFound = errors.New("apikey: not found")
+)
+
+// Role is what a key may do.
+type Role string
+
+const (
+	// Client keys issue, spend and inspect tokens.
+	Client Role = "client"
+	// Operator keys can do what client keys can, and administer the tenant.
+	Operator Role = "operator"
+)
+
+// ParseRole returns the Role named s, or an error wrapping ErrInvalid.
+func ParseRole(s string) (Role, error) {
+	switch r := Role(s); r {
+	case Client, Operator:
+		return r, nil
+	}
+	return "", fmt.Errorf("%w: role %q: want client or operator", ErrInvalid, s)
+}
+
+// Includes reports whether a key of role r may do what role need allows.
+func (r Role) Includes(need Role) bool {
+	return r == need || r == Operator && need == Client
+}
+
+// Key is an API key as stored, without its plaintext.
+type Key struct {
+	ID        string
+	Tenant    string
+	Role      Role
+	CreatedAt time.Time
+}
+
+// Querier is what this package needs of a pool, a connection or a transaction.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+var tenantRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// ValidTenant reports whether name can name a tenant: 1 to 64 of a-z, 0-9,
+// '_' and '-', starting with a letter or a digit.
+func ValidTenant(name string) bool { return tenantRE.MatchString(name) }
+
+// Create makes a new key for tenant with role and returns it with its
+// plaintext secret, which is not kept anywhere: it must be handed to its
+// owner now. A tenant exists once it has a key.
+func Create(ctx context.Context, q Querier, tenant string, role Role) (Key, string, error) {
+	if !ValidTenant(tenant) {
+		return Key{}, "", fmt.Errorf("%w: tenant %q: want 1 to 64 of a-z 0-9 _ -, starting with a letter or digit", ErrInvalid, tenant)
+	}
+	if _, err := ParseRole(string(role)); err != nil {
+		return Key{}, "", err
+	}
+	var raw [secretBytes]byte
+	_, _ = rand.Read(raw[:]) // never fails, see crypto/rand.Read
+	secret := SecretPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	k := Key{ID: newID(), Tenant: tenant, Role: role}
+	err := q.QueryRow(ctx, createSQL, tenant, k.ID, hash(secret), role).Scan(&k.CreatedAt)
+	if err != nil {
+		return Key{}, "", fmt.Errorf("apikey: create: %w", err)
+	}
+	return k, secret, nil
+}
+
+// Resolve returns the live key whose plaintext is presented, or
+// ErrUnauthorized.
+func Resolve(ctx context.Context, q Querier, presented string) (Key, error) {
+	if !wellFormed(presented) {
+		return Key{}, ErrUnauthorized
+	}
+	want := hash(presented)
+	var (
+		k      Key
+		stored []byte
+	)
+	err := q.QueryRow(ctx, resolveSQL, want).Scan(&k.Tenant, &k.ID, &k.Role, &k.CreatedAt, &stored)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Key{}, ErrUnauthorized
+	}
+	if err != nil {
+		return Key{}, fmt.Errorf("apikey: resolve: %w", err)
+	}
+	// The index lookup already matched the hash; comparing again in constant
+	// time keeps the decision itself from depending on where bytes differ.
+	if subtle.ConstantTimeCompare(stored, want) != 1 {
+		return Key{}, ErrUnauthorized
+	}
+	return k, nil
+}
+
+// Revoke makes tenant's key id unusable from now on. Revoking a revoked key
+// succeeds and keeps the first revocation time.
+func Revoke(ctx context.Context, q Querier, tenant, id string) error {
+	tag, err := q.Exec(ctx, revokeSQL, tenant, id)
+	if err != nil {
+		return fmt.Errorf("apikey: revoke: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	return nil
+}
+
+func wellFormed(s string) bool {
+	body, ok := strings.CutPrefix(s, SecretPrefix)
+	if !ok || base64.RawURLEncoding.DecodedLen(len(body)) != secretBytes {
+		return false
+	}
+	_, err := base64.RawURLEncoding.DecodeString(body)
+	return err == nil
+}
+
+func hash(secret string) []byte {
+	sum := sha256.Sum256([]byte(secret))
+	return sum[:]
+}
+
+var idEncoding = base32.HexEncoding.WithPadding(base32.NoPadding)
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return IDPrefix + strings.ToLower(idEncoding.EncodeToString(b[:]))
+}

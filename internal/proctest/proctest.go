@@ -1,0 +1,197 @@
+// Package proctest runs real tokend processes for tests that need more than
+// one process, or a process to kill: build once, start, kill -9, restart.
+package proctest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// Binary builds cmd/tokend once per test binary and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "tokend-proctest-")
+		if buildErr != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-o", buildDir, "github.com/tokend/tokend/cmd/tokend").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build cmd/tokend: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(buildDir, "tokend")
+}
+
+// SecretKey is the server key test processes share, so any of them can
+// re-derive the secrets another issued.
+const SecretKey = "proctest-server-key-0123456789abcdef0123"
+
+// Options configures a Server.
+type Options struct {
+	DatabaseURL string   // required
+	RedisURL    string   // optional
+	Env         []string // extra KEY=VALUE pairs
+}
+
+// Server is one running tokend process.
+type Server struct {
+	t    testing.TB
+	opts Options
+	addr string
+	URL  string // http://host:port
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	logs *bytes.Buffer
+}
+
+// Start runs `tokend serve` on a free loopback port and waits until it
+// answers /healthz. The process is stopped when t ends.
+func Start(t testing.TB, opts Options) *Server {
+	t.Helper()
+	s := &Server{t: t, opts: opts, addr: freeAddr(t)}
+	s.URL = "http://" + s.addr
+	s.start()
+	t.Cleanup(func() {
+		s.Kill()
+		if t.Failed() {
+			t.Logf("tokend %s logs:\n%s", s.addr, s.Logs())
+		}
+	})
+	return s
+}
+
+func (s *Server) start() {
+	s.t.Helper()
+	cmd := exec.Command(Binary(s.t), "serve")
+	cmd.Env = append(os.Environ(),
+		"TOKEND_DATABASE_URL="+s.opts.DatabaseURL,
+		"TOKEND_LISTEN="+s.addr,
+		"TOKEND_SECRET_KEY="+SecretKey,
+		"TOKEND_REDIS_URL="+s.opts.RedisURL,
+	)
+	cmd.Env = append(cmd.Env, s.opts.Env...)
+	logs := &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = &lockedWriter{w: logs, mu: &s.mu}, &lockedWriter{w: logs, mu: &s.mu}
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("start tokend: %v", err)
+	}
+	s.mu.Lock()
+	s.cmd, s.logs = cmd, logs
+	s.mu.Unlock()
+	if err := WaitHealthy(s.URL, 30*time.Second); err != nil {
+		s.Kill()
+		s.t.Fatalf("tokend did not become healthy: %v\n%s", err, s.Logs())
+	}
+}
+
+// Kill ends the process with SIGKILL, as a crash would, and waits for it.
+func (s *Server) Kill() { s.signal(syscall.SIGKILL) }
+
+// Stop ends the process with SIGTERM (graceful shutdown) and waits for it.
+func (s *Server) Stop() error { return s.signal(syscall.SIGTERM) }
+
+func (s *Server) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	_ = cmd.Process.Signal(sig)
+	return cmd.Wait()
+}
+
+// Restart starts the process again on the same address after Kill or Stop.
+func (s *Server) Restart() { s.t.Helper(); s.start() }
+
+// Logs returns what the process wrote so far.
+func (s *Server) Logs() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.logs == nil {
+		return ""
+	}
+	return s.logs.String()
+}
+
+// CreateKey runs `tokend keys create` and returns the printed key.
+func CreateKey(t testing.TB, databaseURL, tenant, role string) string {
+	t.Helper()
+	cmd := exec.Command(Binary(t), "keys", "create", "--tenant", tenant, "--role", role)
+	cmd.Env = append(os.Environ(), "TOKEND_DATABASE_URL="+databaseURL)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("tokend keys create: %v\n%s", err, stderr.String())
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// WaitHealthy polls url's /healthz until it answers 200 or timeout passes.
+func WaitHealthy(url string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var last error
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/healthz", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("status %d", resp.StatusCode)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
+}
