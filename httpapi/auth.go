@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -25,6 +26,12 @@ func (s *Server) authenticated(need apikey.Role) gin.HandlerFunc {
 			return
 		}
 		c.Set(callerKey, k)
+		if s.limiter != nil {
+			if ok, wait := s.limiter.allow(k.ID, time.Now()); !ok {
+				Abort(c, rateLimited(wait))
+				return
+			}
+		}
 		if !k.Role.Includes(need) {
 			Abort(c, errForbidden)
 			return

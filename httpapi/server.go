@@ -46,6 +46,9 @@ type Config struct {
 	// wrapping apikey.ErrUnauthorized for a key that is not valid. Set it to
 	// put a cache in front of the database. Default: apikey.Resolve on Pool.
 	Authenticate func(ctx context.Context, presented string) (apikey.Key, error)
+	// RateLimit bounds each API key's request rate; over it, requests are
+	// answered 429 rate_limited with Retry-After. Default: no limit.
+	RateLimit RateLimit
 	// Checks are the dependencies /readyz reports on besides Postgres.
 	Checks []Check
 	// Middleware runs on every request, routed or not, after the request id
@@ -76,6 +79,8 @@ func (c Config) Validate() error {
 		return errors.New("httpapi: Config.Issuer is required")
 	case c.Spender == nil:
 		return errors.New("httpapi: Config.Spender is required")
+	case c.RateLimit.PerSecond < 0 || c.RateLimit.Burst < 0:
+		return errors.New("httpapi: Config.RateLimit must not be negative")
 	case c.MaxBodyBytes < 0:
 		return fmt.Errorf("httpapi: Config.MaxBodyBytes is %d, want 0 (the default) or more", c.MaxBodyBytes)
 	}
@@ -101,6 +106,7 @@ type Server struct {
 	maxBodyBytes int64
 	authenticate func(ctx context.Context, presented string) (apikey.Key, error)
 	checks       []Check
+	limiter      *keyLimiter // nil: no limit
 	engine       *gin.Engine
 }
 
@@ -129,6 +135,9 @@ func New(cfg Config) (*Server, error) {
 		s.authenticate = func(ctx context.Context, presented string) (apikey.Key, error) {
 			return apikey.Resolve(ctx, cfg.Pool, presented)
 		}
+	}
+	if cfg.RateLimit.enabled() {
+		s.limiter = newKeyLimiter(cfg.RateLimit)
 	}
 	s.engine = s.routes(cfg.Middleware, cfg.Mounts)
 	return s, nil

@@ -20,6 +20,7 @@ import (
 const (
 	defaultListen          = "127.0.0.1:8080"
 	defaultShutdownTimeout = 15 * time.Second
+	defaultRateLimit       = 1000 // requests per second per API key
 )
 
 // dbConfig is what every subcommand needs: where the database is.
@@ -51,6 +52,7 @@ type serveConfig struct {
 	Listen          string        // TOKEND_LISTEN or --listen; default defaultListen
 	RedisURL        string        // TOKEND_REDIS_URL or --redis-url; optional
 	ShutdownTimeout time.Duration // TOKEND_SHUTDOWN_TIMEOUT or --shutdown-timeout; default defaultShutdownTimeout
+	RateLimit       float64       // TOKEND_RATE_LIMIT or --rate-limit, requests/s per API key, 0 for none; default defaultRateLimit
 	// SecretKey derives token secrets (TOKEND_SECRET_KEY, at least
 	// token.MinKeyLen bytes); PreviousSecretKeys (TOKEND_PREVIOUS_SECRET_KEYS,
 	// comma-separated) are the keys rotated out, still needed to re-issue
@@ -67,7 +69,9 @@ func (c *serveConfig) bind(fs *flag.FlagSet, env envFlags) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long in-flight requests may take to finish on SIGTERM (env TOKEND_SHUTDOWN_TIMEOUT)")
 	env["listen"] = "TOKEND_LISTEN"
 	env["redis-url"] = "TOKEND_REDIS_URL"
+	fs.Float64Var(&c.RateLimit, "rate-limit", defaultRateLimit, "requests per second per API key, bursts of twice that; 0 for no limit (env TOKEND_RATE_LIMIT)")
 	env["shutdown-timeout"] = "TOKEND_SHUTDOWN_TIMEOUT"
+	env["rate-limit"] = "TOKEND_RATE_LIMIT"
 }
 
 // readKeys takes the server keys from the environment.
@@ -105,6 +109,9 @@ func (c serveConfig) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		return fmt.Errorf("TOKEND_SHUTDOWN_TIMEOUT %s: want a positive duration, e.g. 15s", c.ShutdownTimeout)
+	}
+	if c.RateLimit < 0 {
+		return fmt.Errorf("TOKEND_RATE_LIMIT %g: want requests per second, or 0 for no limit", c.RateLimit)
 	}
 	switch {
 	case c.SecretKey == "":

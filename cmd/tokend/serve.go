@@ -58,10 +58,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return err
 	}
 	api, err := httpapi.New(httpapi.Config{
-		Pool:    pool,
-		Issuer:  intent.NewIssuer(keys),
-		Spender: spender,
-		Logger:  log,
+		Pool:      pool,
+		Issuer:    intent.NewIssuer(keys),
+		Spender:   spender,
+		Logger:    log,
+		RateLimit: httpapi.RateLimit{PerSecond: cfg.RateLimit},
 	})
 	if err != nil {
 		return err
@@ -76,6 +77,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    32 << 10, // an API request needs a few hundred bytes of headers
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
