@@ -73,7 +73,7 @@ func FinishTx(ctx context.Context, tx pgx.Tx, a token.Action, r Report) (Respons
 		if status < 200 || status > 299 {
 			return Response{}, fmt.Errorf("%w: complete needs a 2xx status, got %d", ErrInvalidPayload, status)
 		}
-		body, err = json.Marshal(outcomeBody{TokenID: r.TokenID, State: to, Result: r.Result})
+		body, err = json.Marshal(OutcomeBody{TokenID: r.TokenID, State: to, Result: r.Result})
 	case token.Fail:
 		if status == 0 {
 			status = http.StatusUnprocessableEntity
@@ -81,7 +81,7 @@ func FinishTx(ctx context.Context, tx pgx.Tx, a token.Action, r Report) (Respons
 		if status < 400 || status > 599 {
 			return Response{}, fmt.Errorf("%w: fail needs a 4xx or 5xx status, got %d", ErrInvalidPayload, status)
 		}
-		body, err = json.Marshal(outcomeBody{TokenID: r.TokenID, State: to, Error: r.Result})
+		body, err = json.Marshal(OutcomeBody{TokenID: r.TokenID, State: to, Error: r.Result})
 	case token.ReportUnknown:
 		status = http.StatusOK
 		body, err = json.Marshal(struct {

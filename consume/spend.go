@@ -149,8 +149,8 @@ func (s *Spender) SpendTx(ctx context.Context, tx pgx.Tx, req Request) (Response
 		if t.policy.OnLeaseExpiry == operation.OnExpiryTakeover {
 			return s.grantLease(ctx, tx, req, t, token.Takeover)
 		}
-		if err := transition(ctx, tx, req.Tenant, t.id, token.Pending, token.LeaseLapse, req.Actor); err != nil {
-			return Response{}, err
+		if _, err := tx.Exec(ctx, lapseSQL, req.Tenant, t.id, req.Actor); err != nil {
+			return Response{}, fmt.Errorf("consume: lease lapse: %w", err)
 		}
 		return Response{}, token.ErrOutcomeUnknown
 	case token.Issued:
@@ -244,7 +244,7 @@ func (s *Spender) execute(ctx context.Context, tx pgx.Tx, req Request, t *locked
 	if err != nil {
 		return Response{}, err
 	}
-	body, err := json.Marshal(outcomeBody{TokenID: t.id, State: to, Result: out.Result})
+	body, err := json.Marshal(OutcomeBody{TokenID: t.id, State: to, Result: out.Result})
 	if err != nil {
 		return Response{}, fmt.Errorf("consume: %s: encode result: %w", t.operation, err)
 	}
@@ -254,24 +254,15 @@ func (s *Spender) execute(ctx context.Context, tx pgx.Tx, req Request, t *locked
 	return Response{TokenID: t.id, State: to, Status: out.Status, Body: body}, nil
 }
 
-// outcomeBody is the stored and replayed response body of a spend.
-type outcomeBody struct {
+// OutcomeBody is the stored and replayed response body of a finished token,
+// whoever finished it: a spend, a lease holder or an operator reconciling.
+// Result is set on success and on an atomic handler's declared failure;
+// Error on a failure reported by a lease holder or an operator.
+type OutcomeBody struct {
 	TokenID string      `json:"token_id"`
 	State   token.State `json:"state"`
 	Result  any         `json:"result,omitempty"`
 	Error   any         `json:"error,omitempty"`
-}
-
-// transition moves a token by an action that stores nothing but its new state.
-func transition(ctx context.Context, tx pgx.Tx, tenant, id string, from token.State, a token.Action, actor string) error {
-	to, err := token.Next(from, a)
-	if err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, transitionSQL, tenant, id, to, actor, a, from); err != nil {
-		return fmt.Errorf("consume: %s: %w", a, err)
-	}
-	return nil
 }
 
 func isLockTimeout(err error) bool {

@@ -29,15 +29,15 @@ WITH u AS (
 INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation)
 SELECT tenant_id, id, $6, $7, $8, $3, generation FROM u`
 
-// transitionSQL moves a token's state and records the event.
-const transitionSQL = `
+// lapseSQL parks a pending token whose lease ran out, for an operator.
+const lapseSQL = `
 WITH u AS (
-    UPDATE tokens SET state = $3
+    UPDATE tokens SET state = 'unknown', lease_expires_at = NULL
     WHERE tenant_id = $1 AND id = $2
     RETURNING tenant_id, id, generation
 )
 INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation)
-SELECT tenant_id, id, $4, $5, $6, $3, generation FROM u`
+SELECT tenant_id, id, $3, 'lease_lapse', 'pending', 'unknown', generation FROM u`
 
 // leaseSQL grants a new generation and lease; an existing operation id is kept.
 const leaseSQL = `

@@ -1,0 +1,134 @@
+package admin
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultBatchSize is PurgeOptions.BatchSize's and SweeperConfig.BatchSize's
+// default.
+const DefaultBatchSize = 1000
+
+// DefaultActor is the actor recorded on the events of a purge whose options
+// name none, and of the sweeper's.
+const DefaultActor = "sweeper"
+
+// PurgeOptions tunes a purge. The zero value is ready to use.
+type PurgeOptions struct {
+	// BatchSize is the most rows one statement moves or deletes, which bounds
+	// how long each statement holds its locks. Zero means DefaultBatchSize.
+	BatchSize int
+	// MaxBatches bounds the batches of each step, so a large backlog is
+	// worked off over several calls. Zero means no bound.
+	MaxBatches int
+	// Progress, if set, is called after each batch that deleted tokens,
+	// with the number it deleted, so a long purge can be followed.
+	Progress func(purged int64)
+	// Actor is recorded on the events of the tokens the purge expires or
+	// parks as unknown. Empty means DefaultActor.
+	Actor string
+}
+
+// Validate reports whether o is usable.
+func (o PurgeOptions) Validate() error {
+	switch {
+	case o.BatchSize < 0:
+		return fmt.Errorf("%w: BatchSize %d is negative", ErrInvalidRequest, o.BatchSize)
+	case o.MaxBatches < 0:
+		return fmt.Errorf("%w: MaxBatches %d is negative", ErrInvalidRequest, o.MaxBatches)
+	}
+	return nil
+}
+
+// Purge does what the sweeper does, across all tenants, and returns the
+// number of tokens it deleted. In order:
+//
+//   - pending tokens whose lease lapsed become unknown, unless their
+//     operation's policy is takeover, so that they are reported;
+//   - issued tokens past their expiry become expired;
+//   - consumed, failed, revoked and expired tokens whose retention has passed
+//     are deleted with their events, and their intents with them: the same
+//     intent ID then issues a new token.
+//
+// Pending and unknown tokens are never expired or deleted, however old.
+//
+// Each batch is a statement of its own, committed as it goes, so there is no
+// PurgeTx: one transaction around a whole purge would hold every row lock to
+// the end. A purge stopped by ctx keeps the batches it committed.
+func Purge(ctx context.Context, pool *pgxpool.Pool, opts PurgeOptions) (int64, error) {
+	c, err := sweep(ctx, pool, scope{}, opts)
+	return c.purged, err
+}
+
+// PurgeTenant is Purge for one tenant's tokens only.
+func PurgeTenant(ctx context.Context, pool *pgxpool.Pool, tenant string, opts PurgeOptions) (int64, error) {
+	c, err := sweep(ctx, pool, scope{tenant: tenant, one: true}, opts)
+	return c.purged, err
+}
+
+// scope is the tokens a sweep looks at: all tenants' or one's.
+type scope struct {
+	tenant string
+	one    bool
+}
+
+// counts is what a sweep did.
+type counts struct {
+	lapsed, expired, purged int64
+}
+
+// sweep runs the steps of Purge on db, a pool or the sweeper's connection.
+func sweep(ctx context.Context, db Querier, s scope, opts PurgeOptions) (counts, error) {
+	var c counts
+	if err := opts.Validate(); err != nil {
+		return c, err
+	}
+	opts.BatchSize = cmp.Or(opts.BatchSize, DefaultBatchSize)
+	opts.Actor = cmp.Or(opts.Actor, DefaultActor)
+	lapse, expire, del := lapseSQL, expireSQL, deleteSQL
+	args := []any{opts.BatchSize}
+	if s.one {
+		lapse, expire, del = lapseTenantSQL, expireTenantSQL, deleteTenantSQL
+		args = append(args, s.tenant)
+	}
+	// Lapse and expire before deleting, so that a token expiring with no
+	// retention left goes in the same sweep.
+	withActor := append(slices.Clone(args), opts.Actor)
+	var err error
+	if c.lapsed, err = batches(ctx, db, opts, nil, lapse, withActor...); err != nil {
+		return c, fmt.Errorf("admin: purge: lapse leases: %w", err)
+	}
+	if c.expired, err = batches(ctx, db, opts, nil, expire, withActor...); err != nil {
+		return c, fmt.Errorf("admin: purge: expire: %w", err)
+	}
+	if c.purged, err = batches(ctx, db, opts, opts.Progress, del, args...); err != nil {
+		return c, fmt.Errorf("admin: purge: delete: %w", err)
+	}
+	return c, nil
+}
+
+// batches runs a batch statement until it comes back short or MaxBatches
+// ran, and returns the total it moved or deleted.
+func batches(ctx context.Context, db Querier, opts PurgeOptions, progress func(int64), sql string, args ...any) (int64, error) {
+	var total int64
+	for batch := 0; opts.MaxBatches == 0 || batch < opts.MaxBatches; batch++ {
+		var n int64
+		if err := db.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+			return total, err
+		}
+		total += n
+		if progress != nil && n > 0 {
+			progress(n)
+		}
+		// A short batch means what is left, if anything, is held by others
+		// right now: the next sweep's.
+		if n < int64(opts.BatchSize) {
+			break
+		}
+	}
+	return total, nil
+}

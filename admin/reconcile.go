@@ -1,0 +1,120 @@
+package admin
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/token"
+)
+
+// Outcome is what an operator established about a token whose outcome was
+// unknown.
+type Outcome string
+
+// The outcomes of DESIGN.md's reconcile.
+const (
+	// Succeeded: the effect happened. The token is consumed and later spends
+	// replay the stored result.
+	Succeeded Outcome = "succeeded"
+	// NotExecuted: the effect did not happen. The token is issued again
+	// under a new generation and may be spent again.
+	NotExecuted Outcome = "not_executed"
+	// Failed: the effect failed for good. The token is failed and later
+	// spends replay the stored error.
+	Failed Outcome = "failed"
+)
+
+// Reconciliation is an operator's verdict on an unknown token.
+type Reconciliation struct {
+	Outcome Outcome
+	// Status is the HTTP status stored and replayed: for Succeeded a 2xx,
+	// default 200; for Failed a 4xx or 5xx, default 422. NotExecuted stores
+	// nothing, so Status must be zero.
+	Status int
+	// Result is the stored result (Succeeded) or error (Failed), marshalled
+	// to JSON once and replayed byte for byte. NotExecuted needs none, so
+	// Result must be nil.
+	Result any
+	// Actor is who reconciles, for the audit trail.
+	Actor string
+}
+
+// Validate reports what is wrong with r, wrapping ErrInvalidRequest.
+func (r Reconciliation) Validate() error {
+	switch r.Outcome {
+	case Succeeded:
+		if r.Status != 0 && (r.Status < 200 || r.Status > 299) {
+			return fmt.Errorf("%w: outcome succeeded needs a 2xx status, got %d", ErrInvalidRequest, r.Status)
+		}
+	case Failed:
+		if r.Status != 0 && (r.Status < 400 || r.Status > 599) {
+			return fmt.Errorf("%w: outcome failed needs a 4xx or 5xx status, got %d", ErrInvalidRequest, r.Status)
+		}
+	case NotExecuted:
+		if r.Status != 0 || r.Result != nil {
+			return fmt.Errorf("%w: outcome not_executed stores no status or result", ErrInvalidRequest)
+		}
+	default:
+		return fmt.Errorf("%w: outcome %q: want succeeded, not_executed or failed", ErrInvalidRequest, r.Outcome)
+	}
+	return nil
+}
+
+// action is the token.Action that r performs.
+func (r Reconciliation) action() token.Action {
+	switch r.Outcome {
+	case Succeeded:
+		return token.ReconcileSucceeded
+	case Failed:
+		return token.ReconcileFailed
+	}
+	return token.ReconcileNotExecuted
+}
+
+// ReconcileTx records r for tenant's token id inside tx and returns the
+// token as it now stands. Only an unknown token can be reconciled: any other
+// state gives an error wrapping token.ErrInvalidState, and a missing token,
+// or another tenant's, gives token.ErrNotFound.
+//
+// Succeeded and Failed store a status and body that every later spend of the
+// token replays. NotExecuted returns the token to issued with its generation
+// bumped, so the holder that lost track of it can no longer finish, and
+// keeps its expiry: a token reconciled after it expired can only expire.
+func ReconcileTx(ctx context.Context, tx pgx.Tx, tenant, id string, r Reconciliation) (token.Record, error) {
+	if err := r.Validate(); err != nil {
+		return token.Record{}, err
+	}
+	a := r.action()
+	to, err := token.Next(token.Unknown, a)
+	if err != nil {
+		return token.Record{}, err
+	}
+	if r.Outcome == NotExecuted {
+		return transition(ctx, tx, tenant, id, token.Unknown, a, reconcileNotExecutedSQL, tenant, id, r.Actor)
+	}
+	status, body := r.Status, consume.OutcomeBody{TokenID: id, State: to}
+	if r.Outcome == Succeeded {
+		status, body.Result = cmp.Or(status, http.StatusOK), r.Result
+	} else {
+		status, body.Error = cmp.Or(status, http.StatusUnprocessableEntity), r.Result
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return token.Record{}, fmt.Errorf("%w: result: %v", ErrInvalidRequest, err)
+	}
+	return transition(ctx, tx, tenant, id, token.Unknown, a, reconcileOutcomeSQL, tenant, id, to, status, b, r.Actor, a)
+}
+
+// Reconcile is ReconcileTx in a transaction of its own.
+func Reconcile(ctx context.Context, pool *pgxpool.Pool, tenant, id string, r Reconciliation) (token.Record, error) {
+	return inTx(ctx, pool, func(tx pgx.Tx) (token.Record, error) {
+		return ReconcileTx(ctx, tx, tenant, id, r)
+	})
+}

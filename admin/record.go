@@ -1,0 +1,95 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tokend/tokend/token"
+)
+
+// ErrInvalidRequest is returned (wrapped) for a request that is malformed
+// before it reaches any token: an unknown reconciliation outcome, a status
+// that contradicts it. Nothing was written.
+var ErrInvalidRequest = errors.New("admin: invalid request")
+
+// Querier is what the read-only functions need: a pool, a connection or a
+// transaction.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// testHookAfterMiss, if set, runs between a transition's miss and its lock.
+var testHookAfterMiss func()
+
+// transition runs stmt, a conditional UPDATE … WHERE state = from that
+// returns the moved token, and when it matches no row tells why: the token is
+// missing (or another tenant's) or is in another state.
+func transition(ctx context.Context, tx pgx.Tx, tenant, id string, from token.State, a token.Action, stmt string, args ...any) (token.Record, error) {
+	if !token.ValidID(id) {
+		return token.Record{}, token.ErrNotFound
+	}
+	rec, err := scanRecord(tx.QueryRow(ctx, stmt, args...))
+	if !errors.Is(err, pgx.ErrNoRows) {
+		if err != nil {
+			return token.Record{}, fmt.Errorf("admin: %s: %w", a, err)
+		}
+		return rec, nil
+	}
+	if testHookAfterMiss != nil {
+		testHookAfterMiss()
+	}
+	var state token.State
+	err = tx.QueryRow(ctx, lockStateSQL, tenant, id).Scan(&state)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return token.Record{}, token.ErrNotFound
+	case err != nil:
+		return token.Record{}, fmt.Errorf("admin: %s: %w", a, err)
+	case state != from:
+		return token.Record{}, fmt.Errorf("%w: cannot %s a token that is %s", token.ErrInvalidState, a, state)
+	}
+	// The token moved back into from between the UPDATE and the lock (an
+	// operator reconciled it, a lease lapsed). Now that the row is locked
+	// the UPDATE cannot miss.
+	rec, err = scanRecord(tx.QueryRow(ctx, stmt, args...))
+	if err != nil {
+		return token.Record{}, fmt.Errorf("admin: %s: %w", a, err)
+	}
+	return rec, nil
+}
+
+func scanRecord(row pgx.Row) (token.Record, error) {
+	var (
+		r           token.Record
+		operationID *string
+		status      *int
+	)
+	err := row.Scan(&r.Tenant, &r.ID, &r.Operation, &r.IntentID, &r.Subject, &r.State, &r.Generation,
+		&operationID, &r.PayloadDigest, &r.CreatedAt, &r.ExpiresAt, &r.RetainUntil,
+		&r.LeaseExpiresAt, &r.FinishedAt, &status, &r.ResultBody)
+	if err != nil {
+		return token.Record{}, err
+	}
+	if operationID != nil {
+		r.OperationID = *operationID
+	}
+	if status != nil {
+		r.ResultStatus = *status
+	}
+	return r, nil
+}
+
+// inTx runs f in a transaction of its own, committed when f succeeds.
+func inTx(ctx context.Context, pool *pgxpool.Pool, f func(tx pgx.Tx) (token.Record, error)) (token.Record, error) {
+	var rec token.Record
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var err error
+		rec, err = f(tx)
+		return err
+	})
+	return rec, err
+}

@@ -1,0 +1,30 @@
+package admin
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tokend/tokend/token"
+)
+
+// RevokeTx revokes tenant's token id inside tx, recording reason and actor in
+// its audit trail, and returns the revoked token. Only an issued token can be
+// revoked: any other state gives an error wrapping token.ErrInvalidState, and
+// a missing token, or another tenant's, gives token.ErrNotFound.
+//
+// A revoke racing a spend of the same token has exactly one winner: the
+// spend holds the row lock, and the revoke's UPDATE, waiting for it,
+// re-checks the state the spend left. The loser's error names the winner's
+// state.
+func RevokeTx(ctx context.Context, tx pgx.Tx, tenant, id, reason, actor string) (token.Record, error) {
+	return transition(ctx, tx, tenant, id, token.Issued, token.Revoke, revokeSQL, tenant, id, reason, actor)
+}
+
+// Revoke is RevokeTx in a transaction of its own.
+func Revoke(ctx context.Context, pool *pgxpool.Pool, tenant, id, reason, actor string) (token.Record, error) {
+	return inTx(ctx, pool, func(tx pgx.Tx) (token.Record, error) {
+		return RevokeTx(ctx, tx, tenant, id, reason, actor)
+	})
+}

@@ -1,0 +1,218 @@
+package admin
+
+// Every statement here is a constant: request data only ever reaches the
+// database as parameters. Times are the database clock's, so every instance
+// and the sweeper agree on what has expired.
+
+// recordColumns is what a transition returns, in scanRecord's order.
+const recordColumns = `tenant_id, id, operation, intent_id, subject, state, generation,
+       operation_id, payload_digest, created_at, expires_at, retain_until,
+       lease_expires_at, finished_at, result_status, result_body`
+
+// lockStateSQL tells why a conditional transition matched no row. The lock
+// makes the answer hold until the caller's transaction ends.
+const lockStateSQL = `SELECT state FROM tokens WHERE tenant_id = $1 AND id = $2 FOR UPDATE`
+
+// revokeSQL revokes an issued token and records the reason. A revoked intent
+// is remembered like a spent one: re-issuing it during the retention period
+// hands back the revoked token, not a fresh one.
+const revokeSQL = `
+WITH u AS (
+    UPDATE tokens
+    SET state = 'revoked', finished_at = now(),
+        retain_until = greatest(retain_until, now() + make_interval(secs => retention_seconds))
+    WHERE tenant_id = $1 AND id = $2 AND state = 'issued'
+    RETURNING ` + recordColumns + `
+), ev AS (
+    INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation, detail)
+    SELECT tenant_id, id, $4, 'revoke', 'issued', 'revoked', generation,
+           jsonb_build_object('reason', $3::text)
+    FROM u
+)
+SELECT ` + recordColumns + ` FROM u`
+
+// reconcileOutcomeSQL stores the outcome an operator established for an
+// unknown token, to be replayed to every later spend like a spender's own.
+const reconcileOutcomeSQL = `
+WITH u AS (
+    UPDATE tokens
+    SET state = $3, result_status = $4, result_body = $5, finished_at = now(), lease_expires_at = NULL,
+        retain_until = greatest(retain_until, now() + make_interval(secs => retention_seconds))
+    WHERE tenant_id = $1 AND id = $2 AND state = 'unknown'
+    RETURNING ` + recordColumns + `
+), ev AS (
+    INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation, detail)
+    SELECT tenant_id, id, $6, $7, 'unknown', $3, generation, jsonb_build_object('status', $4::integer)
+    FROM u
+)
+SELECT ` + recordColumns + ` FROM u`
+
+// reconcileNotExecutedSQL makes an unknown token spendable again. The new
+// generation fences off the holder that lost track of it; the operation id is
+// kept so that, should the operator be wrong, the downstream system still
+// deduplicates the next attempt against the first.
+const reconcileNotExecutedSQL = `
+WITH u AS (
+    UPDATE tokens
+    SET state = 'issued', generation = generation + 1, lease_expires_at = NULL
+    WHERE tenant_id = $1 AND id = $2 AND state = 'unknown'
+    RETURNING ` + recordColumns + `
+), ev AS (
+    INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation)
+    SELECT tenant_id, id, $3, 'reconcile_not_executed', 'unknown', 'issued', generation FROM u
+)
+SELECT ` + recordColumns + ` FROM u`
+
+// The sweep runs three steps, each in batches of at most $1 rows, each batch
+// one statement and so one short transaction, answering how many tokens it
+// moved or deleted. SKIP LOCKED passes over rows a
+// spender holds right now: the spender decides them, and the next batch or
+// sweep sees the outcome. Each step comes in an all-tenants form (the
+// sweeper) and a one-tenant form ($2, the operator's purge): one statement
+// with an optional tenant filter would be planned for the worst case.
+
+// lapseSQL parks pending tokens whose lease lapsed as unknown, unless their
+// operation's policy is takeover (those wait for the next spender). A token
+// of an operation without a row follows the default policy, unknown, which is
+// also every built-in's. The lapsed lease end is kept in the event.
+const lapseSQL = `
+WITH due AS (
+    SELECT t.tenant_id, t.id, t.lease_expires_at
+    FROM tokens t
+    LEFT JOIN operations o ON o.tenant_id = t.tenant_id AND o.name = t.operation
+    WHERE t.state = 'pending' AND t.lease_expires_at <= now()
+      AND coalesce(o.on_lease_expiry, 'unknown') <> 'takeover'
+    LIMIT $1
+    FOR UPDATE OF t SKIP LOCKED
+), u AS (
+    UPDATE tokens t SET state = 'unknown', lease_expires_at = NULL
+    FROM due
+    WHERE t.tenant_id = due.tenant_id AND t.id = due.id
+    RETURNING t.tenant_id, t.id, t.generation, due.lease_expires_at
+), ev AS (
+    INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation, detail)
+    SELECT tenant_id, id, $2, 'lease_lapse', 'pending', 'unknown', generation,
+           jsonb_build_object('lease_expires_at', lease_expires_at)
+    FROM u
+)
+SELECT count(*) FROM u`
+
+const lapseTenantSQL = `
+WITH due AS (
+    SELECT t.tenant_id, t.id, t.lease_expires_at
+    FROM tokens t
+    LEFT JOIN operations o ON o.tenant_id = t.tenant_id AND o.name = t.operation
+    WHERE t.tenant_id = $2 AND t.state = 'pending' AND t.lease_expires_at <= now()
+      AND coalesce(o.on_lease_expiry, 'unknown') <> 'takeover'
+    LIMIT $1
+    FOR UPDATE OF t SKIP LOCKED
+), u AS (
+    UPDATE tokens t SET state = 'unknown', lease_expires_at = NULL
+    FROM due
+    WHERE t.tenant_id = due.tenant_id AND t.id = due.id
+    RETURNING t.tenant_id, t.id, t.generation, due.lease_expires_at
+), ev AS (
+    INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation, detail)
+    SELECT tenant_id, id, $3, 'lease_lapse', 'pending', 'unknown', generation,
+           jsonb_build_object('lease_expires_at', lease_expires_at)
+    FROM u
+)
+SELECT count(*) FROM u`
+
+// expireSQL marks issued tokens past their expiry as expired. Their
+// retain_until, set at issue to expiry plus retention, already says when the
+// intent may be forgotten; the token finished when it expired, not when the
+// sweeper noticed.
+const expireSQL = `
+WITH due AS (
+    SELECT tenant_id, id FROM tokens
+    WHERE state = 'issued' AND expires_at <= now()
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+), u AS (
+    UPDATE tokens t SET state = 'expired', finished_at = t.expires_at
+    FROM due
+    WHERE t.tenant_id = due.tenant_id AND t.id = due.id
+    RETURNING t.tenant_id, t.id, t.generation
+), ev AS (
+    INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation)
+    SELECT tenant_id, id, $2, 'expire', 'issued', 'expired', generation FROM u
+)
+SELECT count(*) FROM u`
+
+const expireTenantSQL = `
+WITH due AS (
+    SELECT tenant_id, id FROM tokens
+    WHERE tenant_id = $2 AND state = 'issued' AND expires_at <= now()
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+), u AS (
+    UPDATE tokens t SET state = 'expired', finished_at = t.expires_at
+    FROM due
+    WHERE t.tenant_id = due.tenant_id AND t.id = due.id
+    RETURNING t.tenant_id, t.id, t.generation
+), ev AS (
+    INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation)
+    SELECT tenant_id, id, $3, 'expire', 'issued', 'expired', generation FROM u
+)
+SELECT count(*) FROM u`
+
+// deleteSQL purges terminal tokens whose retention has passed, with their
+// events. The states are listed rather than excluded so that a state added
+// later is kept until someone decides it may be purged.
+const deleteSQL = `
+WITH due AS (
+    SELECT tenant_id, id FROM tokens
+    WHERE state IN ('consumed', 'failed', 'revoked', 'expired') AND retain_until <= now()
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+), del AS (
+    DELETE FROM tokens t USING due
+    WHERE t.tenant_id = due.tenant_id AND t.id = due.id
+    RETURNING t.tenant_id, t.id
+), ev AS (
+    DELETE FROM token_events e USING del
+    WHERE e.tenant_id = del.tenant_id AND e.token_id = del.id
+)
+SELECT count(*) FROM del`
+
+const deleteTenantSQL = `
+WITH due AS (
+    SELECT tenant_id, id FROM tokens
+    WHERE tenant_id = $2 AND state IN ('consumed', 'failed', 'revoked', 'expired') AND retain_until <= now()
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+), del AS (
+    DELETE FROM tokens t USING due
+    WHERE t.tenant_id = due.tenant_id AND t.id = due.id
+    RETURNING t.tenant_id, t.id
+), ev AS (
+    DELETE FROM token_events e USING del
+    WHERE e.tenant_id = del.tenant_id AND e.token_id = del.id
+)
+SELECT count(*) FROM del`
+
+// unresolvedSQL counts the tokens someone owes an outcome for. Ages are in
+// microseconds, measured from the token's creation.
+const unresolvedSQL = `
+SELECT count(*) FILTER (WHERE state = 'pending'),
+       count(*) FILTER (WHERE state = 'unknown'),
+       coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE state = 'pending')) * 1e6, 0)::bigint,
+       coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE state = 'unknown')) * 1e6, 0)::bigint
+FROM tokens
+WHERE state IN ('pending', 'unknown')`
+
+const unresolvedTenantSQL = `
+SELECT count(*) FILTER (WHERE state = 'pending'),
+       count(*) FILTER (WHERE state = 'unknown'),
+       coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE state = 'pending')) * 1e6, 0)::bigint,
+       coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE state = 'unknown')) * 1e6, 0)::bigint
+FROM tokens
+WHERE tenant_id = $1 AND state IN ('pending', 'unknown')`
+
+// Session-level, because a sweep spans many transactions; on the sweeper's
+// own connection, because the lock belongs to the session that took it.
+const (
+	tryLockSQL = `SELECT pg_try_advisory_lock($1)`
+	unlockSQL  = `SELECT pg_advisory_unlock($1)`
+)
