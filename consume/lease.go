@@ -40,7 +40,7 @@ func (s *Spender) grantLease(ctx context.Context, tx pgx.Tx, req Request, t *loc
 	if err != nil {
 		return Response{}, err
 	}
-	return Response{TokenID: t.id, State: to, Status: http.StatusAccepted, Body: body, Lease: l}, nil
+	return Response{TokenID: t.id, State: to, Status: http.StatusAccepted, Body: body, Generation: l.Generation, Lease: l}, nil
 }
 
 // Report is a lease holder's account of what happened downstream.
@@ -106,7 +106,7 @@ func FinishTx(ctx context.Context, tx pgx.Tx, a token.Action, r Report) (Respons
 		return Response{}, fmt.Errorf("consume: %s: %w", a, err)
 	}
 	if tag.RowsAffected() == 1 {
-		return Response{TokenID: r.TokenID, State: to, Status: status, Body: body}, nil
+		return Response{TokenID: r.TokenID, State: to, Status: status, Body: body, Generation: r.Generation}, nil
 	}
 	return explainFinish(ctx, tx, a, r)
 }
@@ -132,7 +132,7 @@ func explainFinish(ctx context.Context, tx pgx.Tx, a token.Action, r Report) (Re
 	}
 	switch {
 	case a == token.Complete && state == token.Consumed, a == token.Fail && state == token.Failed:
-		return Response{TokenID: r.TokenID, State: state, Status: deref(status), Body: body, Replayed: true}, nil
+		return Response{TokenID: r.TokenID, State: state, Status: deref(status), Body: body, Replayed: true, Generation: generation}, nil
 	case state == token.Unknown:
 		return Response{}, token.ErrOutcomeUnknown
 	}

@@ -76,7 +76,10 @@ type Response struct {
 	Status   int    // the HTTP status to answer with
 	Body     []byte // the stored outcome (or the lease grant), sent as is
 	Replayed bool   // Body is the outcome of an earlier spend
-	Lease    *Lease // set when this spend was granted a lease
+	// Generation is the token's generation after the spend; with State it
+	// versions what a cache may hold about the token.
+	Generation int64
+	Lease      *Lease // set when this spend was granted a lease
 }
 
 // Lease is the execution right a lease-mode spend grants. The holder quotes
@@ -109,7 +112,8 @@ type locked struct {
 // spendable again. SpendTx never commits or rolls back tx.
 //
 // When SpendTx returns an error, the caller should roll back, except for
-// token.ErrOutcomeUnknown, whose recorded transition is worth committing.
+// token.ErrOutcomeUnknown, whose recorded transition is worth committing; the
+// Response then names the token and its new state.
 // A lock wait that timed out leaves tx aborted.
 func (s *Spender) SpendTx(ctx context.Context, tx pgx.Tx, req Request) (Response, error) {
 	t, err := s.lock(ctx, tx, req)
@@ -139,7 +143,7 @@ func (s *Spender) SpendTx(ctx context.Context, tx pgx.Tx, req Request) (Response
 		if t.resultStatus == nil {
 			return Response{}, fmt.Errorf("consume: token %s is %s without a stored outcome", t.id, t.state)
 		}
-		return Response{TokenID: t.id, State: t.state, Status: *t.resultStatus, Body: t.resultBody, Replayed: true}, nil
+		return Response{TokenID: t.id, State: t.state, Status: *t.resultStatus, Body: t.resultBody, Replayed: true, Generation: t.generation}, nil
 	case token.Unknown:
 		return Response{}, token.ErrOutcomeUnknown
 	case token.Pending:
@@ -152,7 +156,7 @@ func (s *Spender) SpendTx(ctx context.Context, tx pgx.Tx, req Request) (Response
 		if _, err := tx.Exec(ctx, lapseSQL, req.Tenant, t.id, req.Actor); err != nil {
 			return Response{}, fmt.Errorf("consume: lease lapse: %w", err)
 		}
-		return Response{}, token.ErrOutcomeUnknown
+		return Response{TokenID: t.id, State: token.Unknown, Generation: t.generation}, token.ErrOutcomeUnknown
 	case token.Issued:
 		if t.expired {
 			return Response{}, token.ErrExpired
@@ -166,6 +170,8 @@ func (s *Spender) SpendTx(ctx context.Context, tx pgx.Tx, req Request) (Response
 }
 
 // Spend is SpendTx in a transaction of its own, committed before it returns.
+// Like SpendTx, it returns a Response naming the token along with
+// token.ErrOutcomeUnknown.
 func (s *Spender) Spend(ctx context.Context, pool *pgxpool.Pool, req Request) (Response, error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -176,6 +182,7 @@ func (s *Spender) Spend(ctx context.Context, pool *pgxpool.Pool, req Request) (R
 	if err != nil && !errors.Is(err, token.ErrOutcomeUnknown) {
 		return Response{}, err
 	}
+	// The lapse to unknown is recorded even though the spend is refused.
 	if cerr := tx.Commit(ctx); cerr != nil {
 		return Response{}, fmt.Errorf("consume: commit: %w", cerr)
 	}
@@ -251,7 +258,7 @@ func (s *Spender) execute(ctx context.Context, tx pgx.Tx, req Request, t *locked
 	if _, err := tx.Exec(ctx, finishSQL, req.Tenant, t.id, to, out.Status, body, req.Actor, action, token.Issued); err != nil {
 		return Response{}, fmt.Errorf("consume: store outcome: %w", err)
 	}
-	return Response{TokenID: t.id, State: to, Status: out.Status, Body: body}, nil
+	return Response{TokenID: t.id, State: to, Status: out.Status, Body: body, Generation: t.generation}, nil
 }
 
 // OutcomeBody is the stored and replayed response body of a finished token,

@@ -14,7 +14,7 @@ func TestAuth(t *testing.T) {
 	a := newAPI(t)
 	client, operator := a.client(), a.operator()
 	revokedKey := a.key("acme-old", apikey.Client)
-	if err := apikey.Revoke(context.Background(), a.pool, "acme-old", a.keyIDs["acme-old/client"]); err != nil {
+	if _, err := apikey.Revoke(context.Background(), a.pool, "acme-old", a.keyIDs["acme-old/client"]); err != nil {
 		t.Fatal(err)
 	}
 	issue := `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":300}`

@@ -9,7 +9,10 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-const postgresCheck = "postgres"
+const (
+	postgresCheck = "postgres"
+	cacheCheck    = "redis"
+)
 
 // checkTimeout bounds each /readyz check, so a hung dependency reads as down
 // before the load balancer's probe gives up.

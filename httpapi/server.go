@@ -23,6 +23,8 @@ import (
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/apikey"
+	"github.com/tokend/tokend/internal/cache"
+	"github.com/tokend/tokend/internal/metrics"
 )
 
 // DefaultMaxBodyBytes is Config.MaxBodyBytes's default.
@@ -46,6 +48,14 @@ type Config struct {
 	// wrapping apikey.ErrUnauthorized for a key that is not valid. Set it to
 	// put a cache in front of the database. Default: apikey.Resolve on Pool.
 	Authenticate func(ctx context.Context, presented string) (apikey.Key, error)
+	// Cache, when set, serves token reads and API-key resolutions from Redis
+	// and turns away spends of tokens it knows are revoked or expired;
+	// Postgres still decides every spend. /readyz reports it as an optional
+	// dependency. Nil: no cache.
+	Cache *cache.Cache
+	// Metrics, when set, records every request and outcome and is served on
+	// /metrics. Nil: no metrics.
+	Metrics *metrics.Metrics
 	// RateLimit bounds each API key's request rate; over it, requests are
 	// answered 429 rate_limited with Retry-After. Default: no limit.
 	RateLimit RateLimit
@@ -84,7 +94,7 @@ func (c Config) Validate() error {
 	case c.MaxBodyBytes < 0:
 		return fmt.Errorf("httpapi: Config.MaxBodyBytes is %d, want 0 (the default) or more", c.MaxBodyBytes)
 	}
-	seen := map[string]bool{postgresCheck: true}
+	seen := map[string]bool{postgresCheck: true, cacheCheck: c.Cache.Status() != cache.StatusOff}
 	for _, ch := range c.Checks {
 		if ch.Name == "" || ch.Ping == nil {
 			return errors.New("httpapi: every Config.Checks entry needs a Name and a Ping")
@@ -107,6 +117,8 @@ type Server struct {
 	authenticate func(ctx context.Context, presented string) (apikey.Key, error)
 	checks       []Check
 	limiter      *keyLimiter // nil: no limit
+	cache        *cache.Cache
+	metrics      *metrics.Metrics
 	engine       *gin.Engine
 }
 
@@ -124,6 +136,8 @@ func New(cfg Config) (*Server, error) {
 		maxBodyBytes: cfg.MaxBodyBytes,
 		authenticate: cfg.Authenticate,
 		checks:       append([]Check{{Name: postgresCheck, Ping: cfg.Pool.Ping}}, cfg.Checks...),
+		cache:        cfg.Cache,
+		metrics:      cfg.Metrics,
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -132,14 +146,25 @@ func New(cfg Config) (*Server, error) {
 		s.maxBodyBytes = DefaultMaxBodyBytes
 	}
 	if s.authenticate == nil {
-		s.authenticate = func(ctx context.Context, presented string) (apikey.Key, error) {
-			return apikey.Resolve(ctx, cfg.Pool, presented)
-		}
+		s.authenticate = s.resolveCached
+	}
+	if cfg.Cache.Status() != cache.StatusOff {
+		s.checks = append(s.checks, Check{Name: cacheCheck, Optional: true, Ping: func(context.Context) error {
+			if !cfg.Cache.Healthy() {
+				return errCacheDegraded
+			}
+			return nil
+		}})
+	}
+	middleware, mounts := cfg.Middleware, cfg.Mounts
+	if cfg.Metrics != nil {
+		middleware = append([]gin.HandlerFunc{cfg.Metrics.Middleware()}, middleware...)
+		mounts = append([]Mount{func(r Routes) { r.Public.GET("/metrics", s.metricsRoute) }}, mounts...)
 	}
 	if cfg.RateLimit.enabled() {
 		s.limiter = newKeyLimiter(cfg.RateLimit)
 	}
-	s.engine = s.routes(cfg.Middleware, cfg.Mounts)
+	s.engine = s.routes(middleware, mounts)
 	return s, nil
 }
 

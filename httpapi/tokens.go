@@ -9,8 +9,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tokend/tokend/consume"
-	"github.com/tokend/tokend/inspect"
 	"github.com/tokend/tokend/intent"
+	"github.com/tokend/tokend/internal/metrics"
 	"github.com/tokend/tokend/token"
 )
 
@@ -77,9 +77,15 @@ func (s *Server) issue(c *gin.Context) {
 		Payload:    rawPayload(req.Payload),
 		Actor:      k.ID,
 	})
-	if err != nil {
+	switch {
+	case err != nil:
+		s.metrics.ObserveIssue(metrics.IssueRejected)
 		Abort(c, err)
 		return
+	case out.Replayed:
+		s.metrics.ObserveIssue(metrics.IssueReplayed)
+	default:
+		s.metrics.ObserveIssue(metrics.IssueCreated)
 	}
 	body := issuedBody{
 		ID:        out.Token.ID,
@@ -118,8 +124,15 @@ func (s *Server) consume(c *gin.Context) {
 		Abort(c, err)
 		return
 	}
-	k := Caller(c)
-	resp, err := s.spender.Spend(c.Request.Context(), s.pool, consume.Request{
+	k, ctx := Caller(c), c.Request.Context()
+	// Only a verdict no token ever leaves (revoked, expired) is taken from
+	// the cache; everything else is decided in Postgres.
+	if err := s.cache.Rejected(ctx, k.Tenant, secret.Hash(), req.Operation, req.Subject); err != nil {
+		s.metrics.ObserveSpend(metrics.SpendRejected)
+		Abort(c, err)
+		return
+	}
+	resp, err := s.spender.Spend(ctx, s.pool, consume.Request{
 		Tenant:    k.Tenant,
 		Secret:    secret,
 		Operation: req.Operation,
@@ -127,7 +140,10 @@ func (s *Server) consume(c *gin.Context) {
 		Payload:   rawPayload(req.Payload),
 		Actor:     k.ID,
 	})
+	s.metrics.ObserveSpend(spendOutcome(resp, err))
+	s.forget(ctx, k.Tenant, resp)
 	if err != nil {
+		s.cache.RememberRejection(ctx, k.Tenant, secret.Hash(), req.Operation, req.Subject, err)
 		Abort(c, err)
 		return
 	}
@@ -198,6 +214,7 @@ func (s *Server) finish(c *gin.Context, a token.Action, generation *int64, statu
 		Abort(c, err)
 		return
 	}
+	s.forget(c.Request.Context(), k.Tenant, resp)
 	writeOutcome(c, resp)
 }
 
@@ -225,7 +242,7 @@ type tokenView struct {
 }
 
 func (s *Server) getToken(c *gin.Context) {
-	r, err := inspect.Get(c.Request.Context(), s.pool, Caller(c).Tenant, c.Param("id"))
+	r, err := s.lookupToken(c.Request.Context(), Caller(c).Tenant, c.Param("id"))
 	if err != nil {
 		Abort(c, err)
 		return

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tokend/tokend/internal/apikey"
+	"github.com/tokend/tokend/internal/cache"
 )
 
 func createKey(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -59,9 +60,27 @@ func revokeKey(ctx context.Context, args []string, getenv func(string) string, s
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := apikey.Revoke(ctx, conn, cfg.Tenant, cfg.ID); err != nil {
+	keyHash, err := apikey.Revoke(ctx, conn, cfg.Tenant, cfg.ID)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "tokend: revoked key %s of tenant %s\n", cfg.ID, cfg.Tenant)
+	forgetCachedKey(ctx, getenv("TOKEND_REDIS_URL"), keyHash, stderr)
 	return nil
+}
+
+// forgetCachedKey drops a revoked key from the lookup cache, so running
+// servers refuse it at once rather than when the cached resolution expires.
+func forgetCachedKey(ctx context.Context, redisURL string, keyHash []byte, stderr io.Writer) {
+	if redisURL == "" {
+		return
+	}
+	c, err := cache.New(cache.Config{URL: redisURL})
+	if err != nil {
+		fmt.Fprintf(stderr, "tokend: TOKEND_REDIS_URL: %v; servers may accept the key until their cached resolution expires (%s)\n", err, cache.DefaultKeyTTL)
+		return
+	}
+	defer c.Close()
+	// Errors are the cache's to count: a missed invalidation is bounded by the TTL.
+	c.InvalidateKey(ctx, keyHash)
 }

@@ -131,26 +131,28 @@ func Resolve(ctx context.Context, q Querier, presented string) (Key, error) {
 	return k, nil
 }
 
-// Revoke makes tenant's key id unusable from now on. Revoking a revoked key
+// Revoke makes tenant's key id unusable from now on and returns the key's
+// hash, so a cache of resolutions can drop it. Revoking a revoked key
 // succeeds and keeps the first revocation time.
-func Revoke(ctx context.Context, q Querier, tenant, id string) error {
-	tag, err := q.Exec(ctx, revokeSQL, tenant, id)
+func Revoke(ctx context.Context, q Querier, tenant, id string) (keyHash []byte, err error) {
+	err = q.QueryRow(ctx, revokeSQL, tenant, id).Scan(&keyHash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
 	if err != nil {
-		return fmt.Errorf("apikey: revoke: %w", err)
+		return nil, fmt.Errorf("apikey: revoke: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%w: %s", ErrNotFound, id)
-	}
-	return nil
+	return keyHash, nil
 }
 
 func wellFormed(s string) bool {
 	body, ok := strings.CutPrefix(s, SecretPrefix)
-	if !ok || base64.RawURLEncoding.DecodedLen(len(body)) != secretBytes {
+	if !ok || len(body) != base64.RawURLEncoding.EncodedLen(secretBytes) {
 		return false
 	}
-	_, err := base64.RawURLEncoding.DecodeString(body)
-	return err == nil
+	// Strict, and the decoded length checked: one spelling per key, no CR/LF.
+	b, err := base64.RawURLEncoding.Strict().DecodeString(body)
+	return err == nil && len(b) == secretBytes
 }
 
 func hash(secret string) []byte {

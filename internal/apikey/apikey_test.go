@@ -99,7 +99,7 @@ func TestRevoke(t *testing.T) {
 
 	// A tenant cannot revoke another tenant's key, nor a key that does not exist.
 	for _, tt := range []struct{ tenant, id string }{{"acme", other.ID}, {"globex", k.ID}, {"acme", "key_missing"}} {
-		if err := apikey.Revoke(ctx, pool, tt.tenant, tt.id); !errors.Is(err, apikey.ErrNotFound) {
+		if _, err := apikey.Revoke(ctx, pool, tt.tenant, tt.id); !errors.Is(err, apikey.ErrNotFound) {
 			t.Errorf("Revoke(%s, %s) = %v, want ErrNotFound", tt.tenant, tt.id, err)
 		}
 	}
@@ -107,8 +107,12 @@ func TestRevoke(t *testing.T) {
 		t.Fatalf("a failed revoke changed another key: Resolve = %v", err)
 	}
 
-	if err := apikey.Revoke(ctx, pool, "acme", k.ID); err != nil {
+	h, err := apikey.Revoke(ctx, pool, "acme", k.ID)
+	if err != nil {
 		t.Fatalf("Revoke: %v", err)
+	}
+	if want := sha256.Sum256([]byte(secret)); !bytes.Equal(h, want[:]) {
+		t.Errorf("Revoke returned hash %x, want the key's SHA-256 %x", h, want)
 	}
 	if _, err := apikey.Resolve(ctx, pool, secret); !errors.Is(err, apikey.ErrUnauthorized) {
 		t.Errorf("Resolve(revoked) error = %v, want ErrUnauthorized", err)
@@ -117,7 +121,7 @@ func TestRevoke(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT revoked_at FROM api_keys WHERE id = $1`, k.ID).Scan(&first); err != nil {
 		t.Fatal(err)
 	}
-	if err := apikey.Revoke(ctx, pool, "acme", k.ID); err != nil {
+	if _, err := apikey.Revoke(ctx, pool, "acme", k.ID); err != nil {
 		t.Errorf("Revoke(revoked) = %v, want nil", err)
 	}
 	if err := pool.QueryRow(ctx, `SELECT revoked_at FROM api_keys WHERE id = $1`, k.ID).Scan(&again); err != nil {

@@ -15,4 +15,5 @@ LIMIT 1`
 
 const revokeSQL = `
 UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
-WHERE tenant_id = $1 AND id = $2`
+WHERE tenant_id = $1 AND id = $2
+RETURNING key_hash`

@@ -1,0 +1,78 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/httpapi"
+	"github.com/tokend/tokend/intent"
+	"github.com/tokend/tokend/internal/apikey"
+	"github.com/tokend/tokend/internal/cache"
+	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/token"
+)
+
+// BenchmarkGetToken reads one token over the API from Postgres and from the
+// Redis cache, in the same run, so the two figures compare.
+func BenchmarkGetToken(b *testing.B) {
+	pool := pgtest.NewPool(b)
+	keyring, err := token.NewKeyring(strings.Repeat("s", token.MinKeyLen))
+	if err != nil {
+		b.Fatal(err)
+	}
+	spender, err := consume.New(consume.Config{Handlers: ledgerHandlers()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, key, err := apikey.Create(context.Background(), pool, "acme", apikey.Client)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := cache.New(cache.Config{URL: testRedisURL(), Prefix: fmt.Sprintf("tokend-bench:%d:", time.Now().UnixNano())})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+
+	for _, bc := range []struct {
+		name  string
+		cache *cache.Cache
+	}{{"postgres", nil}, {"redis", c}} {
+		srv, err := httpapi.New(httpapi.Config{Pool: pool, Issuer: intent.NewIssuer(keyring), Spender: spender, Cache: bc.cache, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		req := httptest.NewRequest(http.MethodPost, "/v1/tokens", bytes.NewBufferString(`{"operation":"ledger.credit","subject":"s","ttl_seconds":600}`))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Idempotency-Key", "bench-"+bc.name)
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, req)
+		var tok struct{ ID string }
+		if err := json.Unmarshal(rec.Body.Bytes(), &tok); err != nil || rec.Code != http.StatusCreated {
+			b.Fatalf("issue: %d %s", rec.Code, rec.Body)
+		}
+		b.Run(bc.name, func(b *testing.B) {
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					req := httptest.NewRequest(http.MethodGet, "/v1/tokens/"+tok.ID, nil)
+					req.Header.Set("Authorization", "Bearer "+key)
+					rec := httptest.NewRecorder()
+					srv.ServeHTTP(rec, req)
+					if rec.Code != http.StatusOK {
+						b.Errorf("get: %d", rec.Code)
+						return
+					}
+				}
+			})
+		})
+	}
+}

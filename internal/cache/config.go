@@ -1,0 +1,101 @@
+package cache
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults for the fields of Config left zero.
+const (
+	DefaultPrefix           = "tokend:"
+	DefaultTokenTTL         = 30 * time.Second
+	DefaultKeyTTL           = 10 * time.Second
+	DefaultTimeout          = 50 * time.Millisecond
+	DefaultBreakerThreshold = 5
+	DefaultBreakerCooldown  = 5 * time.Second
+)
+
+// Config configures a Cache. The zero value is valid and caches nothing.
+type Config struct {
+	// URL is the Redis to use, as TOKEND_REDIS_URL gives it; empty turns
+	// the cache off. Three forms, told apart by their query parameters:
+	//
+	//	redis://[user:pass@]host:port/db       one server (redis.ParseURL)
+	//	redis://host:port?addr=host2:port2&…   a Redis Cluster's seed nodes (redis.ParseClusterURL)
+	//	redis://host:port?master_name=name&…   a master Sentinel watches; host and
+	//	                                       addr name the sentinels (redis.ParseFailoverURL)
+	//
+	// rediss:// asks for TLS. Other query parameters are go-redis's own
+	// (dial_timeout, pool_size, …).
+	URL string
+	// Prefix starts every key, so that deployments can share a Redis.
+	// Empty means DefaultPrefix.
+	Prefix string
+	// TokenTTL is how long a token entry, a known rejection or a token
+	// tombstone lives. It bounds how stale a token read can be when an
+	// invalidation is lost. Zero means DefaultTokenTTL.
+	TokenTTL time.Duration
+	// KeyTTL is how long an API key entry or tombstone lives. It bounds how
+	// long a revoked key can still be accepted when its invalidation is
+	// lost, hence shorter than TokenTTL. Zero means DefaultKeyTTL.
+	KeyTTL time.Duration
+	// Timeout bounds each dial, read and write to Redis and each wait for a
+	// pooled connection, unless the URL sets its own. Zero means
+	// DefaultTimeout.
+	Timeout time.Duration
+	// BreakerThreshold is how many consecutive Redis failures open the
+	// breaker. Zero means DefaultBreakerThreshold.
+	BreakerThreshold int
+	// BreakerCooldown is how long an open breaker keeps calls away from
+	// Redis before it lets one through to probe it. Zero means
+	// DefaultBreakerCooldown.
+	BreakerCooldown time.Duration
+	// Observer, if set, is told the result of every Redis operation and each
+	// change of the breaker's state, for metrics.
+	Observer Observer
+}
+
+// Validate reports whether c is usable.
+func (c Config) Validate() error {
+	switch {
+	case c.TokenTTL < 0:
+		return fmt.Errorf("cache: TokenTTL %v is negative", c.TokenTTL)
+	case c.KeyTTL < 0:
+		return fmt.Errorf("cache: KeyTTL %v is negative", c.KeyTTL)
+	case c.Timeout < 0:
+		return fmt.Errorf("cache: Timeout %v is negative", c.Timeout)
+	case c.BreakerThreshold < 0:
+		return fmt.Errorf("cache: BreakerThreshold %d is negative", c.BreakerThreshold)
+	case c.BreakerCooldown < 0:
+		return fmt.Errorf("cache: BreakerCooldown %v is negative", c.BreakerCooldown)
+	}
+	if c.URL != "" {
+		if _, err := parseURL(c.URL, DefaultTimeout); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// withDefaults returns c with its zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if c.TokenTTL == 0 {
+		c.TokenTTL = DefaultTokenTTL
+	}
+	if c.KeyTTL == 0 {
+		c.KeyTTL = DefaultKeyTTL
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.BreakerThreshold == 0 {
+		c.BreakerThreshold = DefaultBreakerThreshold
+	}
+	if c.BreakerCooldown == 0 {
+		c.BreakerCooldown = DefaultBreakerCooldown
+	}
+	return c
+}

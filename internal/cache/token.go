@@ -1,0 +1,115 @@
+package cache
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/tokend/tokend/token"
+)
+
+// Get returns tenant's token id from the cache. ok is false when the cache
+// has no usable entry, is off, or cannot reach Redis; the caller then reads
+// Postgres, preferably through GetOrLoad so that the result is cached.
+func (c *Cache) Get(ctx context.Context, tenant, id string) (rec token.Record, ok bool) {
+	if c.off() || !token.ValidID(id) {
+		return token.Record{}, false
+	}
+	return c.readToken(ctx, tenant, id)
+}
+
+// GetOrLoad returns tenant's token id from the cache, or else from load,
+// whose result it caches. Concurrent calls for the same token share one
+// lookup and at most one load; they get the same Record, whose slices and
+// pointers they must treat as read-only.
+//
+// Errors from load are returned as they are, and nothing is cached for
+// them, not even token.ErrNotFound: a token that is not there yet may be
+// issued any moment. An id that is not a token id's shape is passed to
+// load without touching Redis.
+func (c *Cache) GetOrLoad(ctx context.Context, tenant, id string, load func(context.Context) (token.Record, error)) (token.Record, error) {
+	if c.off() || !token.ValidID(id) {
+		return load(ctx)
+	}
+	key := c.tokenKey(tenant, id)
+	return shared(ctx, &c.flights, key, func(ctx context.Context) (token.Record, error) {
+		if rec, ok := c.readToken(ctx, tenant, id); ok {
+			return rec, nil
+		}
+		rec, err := load(ctx)
+		if err != nil {
+			return rec, err
+		}
+		c.fillToken(ctx, tenant, id, rec)
+		return rec, nil
+	})
+}
+
+// fillToken caches rec, loaded as tenant's token id, unless a newer entry
+// or tombstone is there.
+func (c *Cache) fillToken(ctx context.Context, tenant, id string, rec token.Record) {
+	v, ok := version(rec.State, rec.Generation)
+	// A record of another token would be served under this one's key.
+	if !ok || rec.Tenant != tenant || rec.ID != id {
+		return
+	}
+	if body, err := json.Marshal(rec); err == nil {
+		c.put(ctx, kindToken, c.tokenKey(tenant, id), v, body, c.cfg.TokenTTL)
+	}
+}
+
+// Invalidate drops the cached copy of tenant's token id. Call it after every
+// committed change to the token, with the state and generation the change
+// left it in: it writes a tombstone of that version, which refuses the
+// entry a concurrent GetOrLoad may still write from a read of before the
+// commit, yet lets in one that read the committed row.
+//
+// A negative generation means the caller does not know it (an atomic
+// spend's consume.Response carries none). The tombstone then refuses every
+// entry until it expires: a few more misses rather than a stale read.
+//
+// Invalidate returns nothing: when Redis fails, the entry it meant to drop
+// stays until its TTL, the bound on staleness the cache is built on.
+func (c *Cache) Invalidate(ctx context.Context, tenant, id string, state token.State, generation int64) {
+	if c.off() || !token.ValidID(id) {
+		return
+	}
+	v, ok := version(state, generation)
+	if !ok {
+		v = maxVersion
+	}
+	c.put(ctx, kindToken, c.tokenKey(tenant, id), v, nil, c.cfg.TokenTTL)
+}
+
+// readToken reads tenant's token id from Redis. Only a record of that
+// tenant and id, whose version matches its state and generation, is served;
+// anything else is garbage.
+func (c *Cache) readToken(ctx context.Context, tenant, id string) (token.Record, bool) {
+	key := c.tokenKey(tenant, id)
+	raw, ok := c.get(ctx, kindToken, key)
+	if !ok {
+		return token.Record{}, false
+	}
+	v, body, ok := decode(raw)
+	if ok && body == "" {
+		c.observe(kindToken, resultMiss) // a tombstone
+		return token.Record{}, false
+	}
+	var rec token.Record
+	if !ok || json.Unmarshal([]byte(body), &rec) != nil || rec.Tenant != tenant || rec.ID != id || !hasVersion(rec, v) {
+		c.garbage(ctx, kindToken, key, raw)
+		return token.Record{}, false
+	}
+	c.observe(kindToken, resultHit)
+	return rec, true
+}
+
+func hasVersion(rec token.Record, v int64) bool {
+	rv, ok := version(rec.State, rec.Generation)
+	return ok && rv == v
+}
+
+// tokenKey is where tenant's token id is cached. The id has no colon (it
+// passed token.ValidID), so no tenant name can make two keys collide.
+func (c *Cache) tokenKey(tenant, id string) string {
+	return c.cfg.Prefix + "v1:tok:" + tenant + ":" + id
+}
