@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/tokend/tokend/admin"
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/inspect"
 	"github.com/tokend/tokend/intent"
@@ -100,6 +102,7 @@ var mappings = []mapping{
 	{consume.ErrInvalidPayload, http.StatusBadRequest, "invalid_request", "Invalid request", "invalid payload", true},
 	{token.ErrInvalidPayload, http.StatusBadRequest, "invalid_request", "Invalid request", "invalid payload", true},
 	{operation.ErrInvalid, http.StatusBadRequest, "invalid_request", "Invalid request", "invalid operation policy", true},
+	{admin.ErrInvalidRequest, http.StatusBadRequest, "invalid_request", "Invalid request", "invalid request", true},
 	{inspect.ErrInvalidFilter, http.StatusBadRequest, "invalid_request", "Invalid request", "invalid filter", true},
 	{token.ErrMalformedSecret, http.StatusBadRequest, "invalid_request", "Invalid request", "token is not a well-formed token secret", false},
 	{apikey.ErrUnauthorized, http.StatusUnauthorized, "unauthorized", "Unauthorized", "a valid API key is required: Authorization: Bearer <key>", false},
@@ -185,5 +188,9 @@ func unavailable(err error) bool {
 		netErr  net.Error
 	)
 	return errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.Timeout(err) ||
+		// The server went away mid-conversation (a crash, an immediate
+		// shutdown, a proxy closing): pgconn returns the read error as is.
+		// Request bodies never get here: Decode reports their EOFs itself.
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, pgconn.ErrConnClosed) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
