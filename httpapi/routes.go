@@ -67,6 +67,12 @@ func (s *Server) routes(middleware []gin.HandlerFunc, mounts []Mount) *gin.Engin
 	operator.GET("/operations", s.listOperations)
 	operator.GET("/operations/:name", s.getOperation)
 	operator.PUT("/operations/:name", s.putOperation)
+	operator.GET("/tokens", s.listTokens)
+	operator.GET("/tokens/:id", s.inspectToken)
+	operator.POST("/tokens/:id/revoke", s.revokeToken)
+	operator.POST("/tokens/:id/reconcile", s.reconcileToken)
+	operator.POST("/purge", s.purge)
+	operator.GET("/stats", s.stats)
 
 	r := Routes{Public: &e.RouterGroup, Client: client, Operator: operator}
 	for _, m := range mounts {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend/admin"
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/token"
 )
@@ -53,6 +54,7 @@ type serveConfig struct {
 	RedisURL        string        // TOKEND_REDIS_URL or --redis-url; optional
 	ShutdownTimeout time.Duration // TOKEND_SHUTDOWN_TIMEOUT or --shutdown-timeout; default defaultShutdownTimeout
 	RateLimit       float64       // TOKEND_RATE_LIMIT or --rate-limit, requests/s per API key, 0 for none; default defaultRateLimit
+	SweepInterval   time.Duration // TOKEND_SWEEP_INTERVAL or --sweep-interval; default admin.DefaultSweepInterval
 	// SecretKey derives token secrets (TOKEND_SECRET_KEY, at least
 	// token.MinKeyLen bytes); PreviousSecretKeys (TOKEND_PREVIOUS_SECRET_KEYS,
 	// comma-separated) are the keys rotated out, still needed to re-issue
@@ -72,6 +74,8 @@ func (c *serveConfig) bind(fs *flag.FlagSet, env envFlags) {
 	fs.Float64Var(&c.RateLimit, "rate-limit", defaultRateLimit, "requests per second per API key, bursts of twice that; 0 for no limit (env TOKEND_RATE_LIMIT)")
 	env["shutdown-timeout"] = "TOKEND_SHUTDOWN_TIMEOUT"
 	env["rate-limit"] = "TOKEND_RATE_LIMIT"
+	fs.DurationVar(&c.SweepInterval, "sweep-interval", admin.DefaultSweepInterval, "how often to expire and purge tokens past their retention (env TOKEND_SWEEP_INTERVAL)")
+	env["sweep-interval"] = "TOKEND_SWEEP_INTERVAL"
 }
 
 // readKeys takes the server keys from the environment.
@@ -109,6 +113,9 @@ func (c serveConfig) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		return fmt.Errorf("TOKEND_SHUTDOWN_TIMEOUT %s: want a positive duration, e.g. 15s", c.ShutdownTimeout)
+	}
+	if c.SweepInterval <= 0 {
+		return fmt.Errorf("TOKEND_SWEEP_INTERVAL %s: want a positive duration, e.g. 1m", c.SweepInterval)
 	}
 	if c.RateLimit < 0 {
 		return fmt.Errorf("TOKEND_RATE_LIMIT %g: want requests per second, or 0 for no limit", c.RateLimit)

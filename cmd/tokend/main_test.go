@@ -135,6 +135,8 @@ func TestUsageErrors(t *testing.T) {
 		{"serve with bad redis url", []string{db, key, "TOKEND_REDIS_URL=http://cache:6379"}, []string{"serve"}, "TOKEND_REDIS_URL"},
 		{"serve with bad shutdown timeout", []string{db, key, "TOKEND_SHUTDOWN_TIMEOUT=soon"}, []string{"serve"}, "TOKEND_SHUTDOWN_TIMEOUT"},
 		{"serve with zero shutdown timeout", []string{db, key}, []string{"serve", "--shutdown-timeout", "0s"}, "TOKEND_SHUTDOWN_TIMEOUT"},
+		{"serve with bad sweep interval", []string{db, key, "TOKEND_SWEEP_INTERVAL=often"}, []string{"serve"}, "TOKEND_SWEEP_INTERVAL"},
+		{"serve with zero sweep interval", []string{db, key}, []string{"serve", "--sweep-interval", "0s"}, "TOKEND_SWEEP_INTERVAL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -70,6 +70,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if cfg.RedisURL != "" {
 		log.Info("TOKEND_REDIS_URL is set but this build has no cache; serving from Postgres alone")
 	}
+	stopSweeper, err := startSweeper(ctx, pool, cfg.SweepInterval, log)
+	if err != nil {
+		return err
+	}
+	defer stopSweeper() // runs before the deferred pool.Close
 
 	srv := &http.Server{
 		Handler:           api,
@@ -107,6 +112,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", err)
 	}
+	stopSweeper()
 	pool.Close()
 	log.Info("stopped")
 	return nil

@@ -1,0 +1,153 @@
+// Command tokenctl is the operator's command line for tokend: it inspects,
+// lists, revokes and reconciles tokens, purges those past their retention,
+// declares operations and reports the tokens waiting for someone. It talks to
+// tokend's REST API with an operator API key.
+//
+// Usage:
+//
+//	tokenctl inspect <id>
+//	tokenctl list [--state S] [--operation O] [--subject S] [--limit N] [--cursor C] [--all]
+//	tokenctl revoke <id> --reason R
+//	tokenctl reconcile <id> --outcome succeeded|not_executed|failed [--status N] [--result JSON]
+//	tokenctl purge
+//	tokenctl operations put <name> --mode atomic|lease [--on-lease-expiry unknown|takeover]
+//	        [--lease-seconds N] [--max-ttl-seconds N] [--retention-seconds N] [--ignored-fields a,b]
+//	tokenctl operations list
+//	tokenctl operations get <name>
+//	tokenctl stats
+//
+// Every command takes --url (env TOKENCTL_URL, default http://127.0.0.1:8080),
+// --key (env TOKENCTL_KEY, required) and --json, which prints the API's JSON
+// instead of a table. Flags may come before or after the arguments.
+//
+// Exit status: 0 on success, 2 for a usage error, 3 when the token or
+// operation is not found, 4 on a conflict with the token's state, 5 when the
+// key is refused, 1 for anything else. Errors go to stderr with the API's
+// problem code and detail.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage: tokenctl <command> [arguments] [--url URL] [--key KEY] [--json]
+
+commands:
+  inspect <id>                          a token, all of it, with its audit trail
+  list [--state S] [--operation O] [--subject S] [--limit N] [--cursor C] [--all]
+                                        tokens, newest first; --all follows every page
+  revoke <id> --reason R                revoke an issued token
+  reconcile <id> --outcome succeeded|not_executed|failed [--status N] [--result JSON]
+                                        settle a token whose outcome is unknown
+  purge                                 delete finished tokens past their retention, until none is left
+  operations put <name> --mode atomic|lease [--on-lease-expiry unknown|takeover]
+          [--lease-seconds N] [--max-ttl-seconds N] [--retention-seconds N] [--ignored-fields a,b]
+                                        declare an operation (replaces its policy)
+  operations list                       the declared operations
+  operations get <name>                 one operation's policy
+  stats                                 pending and unknown tokens, and the oldest of each
+
+environment: TOKENCTL_URL (default http://127.0.0.1:8080), TOKENCTL_KEY (an operator key; required)
+exit status: 0 ok, 1 error, 2 usage, 3 not found, 4 conflict, 5 key refused
+`
+
+// Exit statuses.
+const (
+	exitOK       = 0
+	exitError    = 1
+	exitUsage    = 2
+	exitNotFound = 3
+	exitConflict = 4
+	exitAuth     = 5
+)
+
+func main() {
+	// An interrupt cancels the request in flight: a purge stops between
+	// batches, keeping what it deleted.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// usageError is a mistake in the command line or the environment.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// run runs the command line args and returns the exit status. Only a
+// command's result goes to stdout; errors and progress go to stderr.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	err := dispatch(ctx, args, &env{getenv: getenv, stdout: stdout, stderr: stderr})
+	code := exitCode(err)
+	if code != exitOK {
+		fmt.Fprintf(stderr, "tokenctl: %v\n", err)
+	}
+	return code
+}
+
+// commands are tokenctl's commands by name.
+var commands = map[string]func(ctx context.Context, e *env, args []string) error{
+	"inspect":    inspectCmd,
+	"list":       listCmd,
+	"revoke":     revokeCmd,
+	"reconcile":  reconcileCmd,
+	"purge":      purgeCmd,
+	"operations": operationsCmd,
+	"stats":      statsCmd,
+}
+
+func dispatch(ctx context.Context, args []string, e *env) error {
+	if len(args) == 0 {
+		fmt.Fprint(e.stderr, usage)
+		return usagef("no command given")
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(e.stdout, usage)
+		return nil
+	}
+	cmd, ok := commands[name]
+	if !ok {
+		fmt.Fprint(e.stderr, usage)
+		return usagef("unknown command %q", name)
+	}
+	return cmd(ctx, e, rest)
+}
+
+// exitCode is the exit status err calls for. Answers of the API are told
+// apart by status, so that scripts can branch without parsing stderr.
+func exitCode(err error) int {
+	var (
+		ue usageError
+		ae *apiError
+	)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.As(err, &ae):
+		switch ae.Status {
+		case http.StatusNotFound:
+			return exitNotFound
+		case http.StatusConflict:
+			return exitConflict
+		case http.StatusUnauthorized, http.StatusForbidden:
+			return exitAuth
+		}
+	}
+	return exitError
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+const operationsUsage = `usage:
+  tokenctl operations put <name> --mode atomic|lease [--on-lease-expiry unknown|takeover]
+          [--lease-seconds N] [--max-ttl-seconds N] [--retention-seconds N] [--ignored-fields a,b]
+  tokenctl operations list
+  tokenctl operations get <name>
+`
+
+// policy is an operation's declaration. Name is the path's when putting, so
+// it is left out of the request.
+type policy struct {
+	Name             string   `json:"name,omitempty"`
+	Mode             string   `json:"mode"`
+	OnLeaseExpiry    string   `json:"on_lease_expiry,omitempty"`
+	LeaseSeconds     int      `json:"lease_seconds,omitempty"`
+	MaxTTLSeconds    int      `json:"max_ttl_seconds,omitempty"`
+	RetentionSeconds int      `json:"retention_seconds,omitempty"`
+	IgnoredFields    []string `json:"ignored_fields,omitempty"`
+}
+
+func operationPath(name string) string { return "/v1/admin/operations/" + url.PathEscape(name) }
+
+func operationsCmd(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(e.stderr, operationsUsage)
+		return usagef("operations: want put, list or get")
+	}
+	switch sub, rest := args[0], args[1:]; sub {
+	case "put":
+		return operationsPut(ctx, e, rest)
+	case "list":
+		return operationsList(ctx, e, rest)
+	case "get":
+		return operationsGet(ctx, e, rest)
+	default:
+		fmt.Fprint(e.stderr, operationsUsage)
+		return usagef("operations %s: want put, list or get", sub)
+	}
+}
+
+// operationsPut declares an operation. A PUT replaces the whole policy:
+// the flags left out take the API's defaults, not the previous values.
+func operationsPut(ctx context.Context, e *env, args []string) error {
+	c := e.newCommand("operations put", "operations put <name> --mode atomic|lease [--on-lease-expiry unknown|takeover] [--lease-seconds N] [--max-ttl-seconds N] [--retention-seconds N] [--ignored-fields a,b]", "name")
+	var (
+		p       policy
+		ignored string
+	)
+	c.fs.StringVar(&p.Mode, "mode", "", "atomic (a handler in tokend runs the effect) or lease (the effect happens elsewhere); required")
+	c.fs.StringVar(&p.OnLeaseExpiry, "on-lease-expiry", "", "lease mode: what a lapsed lease becomes, unknown (an operator reconciles) or takeover (the next spender gets a new generation); default unknown")
+	c.fs.IntVar(&p.LeaseSeconds, "lease-seconds", 0, "lease mode: how long a holder has to report (default 30)")
+	c.fs.IntVar(&p.MaxTTLSeconds, "max-ttl-seconds", 0, "the longest ttl a token may be issued with (default 3600)")
+	c.fs.IntVar(&p.RetentionSeconds, "retention-seconds", 0, "how long past expiry an intent is remembered (default 86400)")
+	c.fs.StringVar(&ignored, "ignored-fields", "", "comma-separated payload fields left out of the digest, e.g. trace_id,meta.request_id")
+	names, err := c.parse(args)
+	if err != nil {
+		return err
+	}
+	if p.Mode == "" {
+		c.fs.Usage()
+		return usagef("operations put: --mode is required")
+	}
+	for f := range strings.SplitSeq(ignored, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			p.IgnoredFields = append(p.IgnoredFields, f)
+		}
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	body, err := api.put(ctx, operationPath(names[0]), p)
+	if err != nil {
+		return err
+	}
+	return c.printPolicy(body)
+}
+
+func operationsList(ctx context.Context, e *env, args []string) error {
+	c := e.newCommand("operations list", "operations list")
+	if _, err := c.parse(args); err != nil {
+		return err
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	body, err := api.get(ctx, "/v1/admin/operations")
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(body)
+	}
+	var list struct {
+		Items []policy `json:"items"`
+	}
+	if err := decode(body, &list); err != nil {
+		return err
+	}
+	t := newTable(c.stdout)
+	t.row("NAME", "MODE", "ON_LEASE_EXPIRY", "LEASE_SECONDS", "MAX_TTL_SECONDS", "RETENTION_SECONDS", "IGNORED_FIELDS")
+	for _, p := range list.Items {
+		t.row(p.Name, p.Mode, p.OnLeaseExpiry, p.LeaseSeconds, p.MaxTTLSeconds, p.RetentionSeconds, strings.Join(p.IgnoredFields, ","))
+	}
+	return t.Flush()
+}
+
+func operationsGet(ctx context.Context, e *env, args []string) error {
+	c := e.newCommand("operations get", "operations get <name>", "name")
+	names, err := c.parse(args)
+	if err != nil {
+		return err
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	body, err := api.get(ctx, operationPath(names[0]))
+	if err != nil {
+		return err
+	}
+	return c.printPolicy(body)
+}
+
+// printPolicy prints an answer holding one operation's policy.
+func (c *command) printPolicy(body []byte) error {
+	if c.json {
+		return c.printJSON(body)
+	}
+	var p policy
+	if err := decode(body, &p); err != nil {
+		return err
+	}
+	t := newTable(c.stdout)
+	t.row("name", p.Name)
+	t.row("mode", p.Mode)
+	t.row("on_lease_expiry", p.OnLeaseExpiry)
+	t.row("lease_seconds", p.LeaseSeconds)
+	t.row("max_ttl_seconds", p.MaxTTLSeconds)
+	t.row("retention_seconds", p.RetentionSeconds)
+	t.row("ignored_fields", strings.Join(p.IgnoredFields, ","))
+	return t.Flush()
+}

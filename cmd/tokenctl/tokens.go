@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strconv"
+)
+
+// tokenRecord is a token as the operator routes answer with it. Events is
+// only in the answer to inspect.
+type tokenRecord struct {
+	ID             string          `json:"id"`
+	Tenant         string          `json:"tenant"`
+	Operation      string          `json:"operation"`
+	Subject        string          `json:"subject"`
+	IntentID       string          `json:"intent_id"`
+	State          string          `json:"state"`
+	Generation     int64           `json:"generation"`
+	OperationID    *string         `json:"operation_id"`
+	PayloadDigest  *string         `json:"payload_digest"`
+	CreatedAt      string          `json:"created_at"`
+	ExpiresAt      string          `json:"expires_at"`
+	RetainUntil    string          `json:"retain_until"`
+	LeaseExpiresAt *string         `json:"lease_expires_at"`
+	FinishedAt     *string         `json:"finished_at"`
+	ResultStatus   *int            `json:"result_status"`
+	ResultBody     json.RawMessage `json:"result_body"`
+	Events         []tokenEvent    `json:"events"`
+}
+
+// tokenEvent is one entry of a token's audit trail.
+type tokenEvent struct {
+	Seq        int64           `json:"seq"`
+	At         string          `json:"at"`
+	Actor      string          `json:"actor"`
+	Kind       string          `json:"kind"`
+	From       *string         `json:"from_state"`
+	To         string          `json:"to_state"`
+	Generation int64           `json:"generation"`
+	Detail     json.RawMessage `json:"detail"`
+}
+
+func tokenPath(id string) string { return "/v1/admin/tokens/" + url.PathEscape(id) }
+
+func inspectCmd(ctx context.Context, e *env, args []string) error {
+	c := e.newCommand("inspect", "inspect <id>", "id")
+	ids, err := c.parse(args)
+	if err != nil {
+		return err
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	body, err := api.get(ctx, tokenPath(ids[0]))
+	if err != nil {
+		return err
+	}
+	return c.printRecord(body)
+}
+
+func listCmd(ctx context.Context, e *env, args []string) error {
+	c := e.newCommand("list", "list [--state S] [--operation O] [--subject S] [--limit N] [--cursor C] [--all]")
+	var (
+		state, operation, subject, cursor string
+		limit                             int
+		all                               bool
+	)
+	c.fs.StringVar(&state, "state", "", "only tokens in this state: issued, pending, consumed, failed, unknown, revoked or expired")
+	c.fs.StringVar(&operation, "operation", "", "only tokens of this operation")
+	c.fs.StringVar(&subject, "subject", "", "only tokens issued to this subject")
+	c.fs.IntVar(&limit, "limit", 0, "tokens per page, 1 to 500 (default 50)")
+	c.fs.StringVar(&cursor, "cursor", "", "start after the page that ended with this cursor")
+	c.fs.BoolVar(&all, "all", false, "follow the cursors to the last page")
+	if _, err := c.parse(args); err != nil {
+		return err
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	q := url.Values{}
+	for name, v := range map[string]string{"state": state, "operation": operation, "subject": subject} {
+		if v != "" {
+			q.Set(name, v)
+		}
+	}
+	if limit != 0 {
+		q.Set("limit", strconv.Itoa(limit)) // out of range, the API says why
+	}
+
+	type page struct {
+		Items      []json.RawMessage `json:"items"`
+		NextCursor *string           `json:"next_cursor"`
+	}
+	var (
+		items = []json.RawMessage{}
+		next  *string
+	)
+	for {
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		body, err := api.get(ctx, "/v1/admin/tokens?"+q.Encode())
+		if err != nil {
+			return err
+		}
+		if c.json && !all {
+			return c.printJSON(body)
+		}
+		// A page of its own each time: decoding into the last one would
+		// reuse the memory of the items already kept.
+		var p page
+		if err := decode(body, &p); err != nil {
+			return err
+		}
+		items, next = append(items, p.Items...), p.NextCursor
+		if !all || next == nil {
+			break
+		}
+		cursor = *next
+	}
+	if c.json {
+		// Every page as one, the way the API would answer a page big enough.
+		b, err := json.Marshal(page{Items: items})
+		if err != nil {
+			return err
+		}
+		return c.printJSON(b)
+	}
+
+	t := newTable(c.stdout)
+	t.row("ID", "STATE", "OPERATION", "SUBJECT", "GENERATION", "CREATED", "EXPIRES")
+	for _, it := range items {
+		var r tokenRecord
+		if err := decode(it, &r); err != nil {
+			return err
+		}
+		t.row(r.ID, r.State, r.Operation, r.Subject, r.Generation, r.CreatedAt, r.ExpiresAt)
+	}
+	if err := t.Flush(); err != nil {
+		return err
+	}
+	if next != nil {
+		fmt.Fprintf(c.stderr, "tokenctl: more tokens follow: --cursor %s, or --all\n", *next)
+	}
+	return nil
+}
+
+func revokeCmd(ctx context.Context, e *env, args []string) error {
+	c := e.newCommand("revoke", "revoke <id> --reason R", "id")
+	var req struct {
+		Reason string `json:"reason"`
+	}
+	c.fs.StringVar(&req.Reason, "reason", "", "why, for the audit trail (required)")
+	ids, err := c.parse(args)
+	if err != nil {
+		return err
+	}
+	if req.Reason == "" {
+		c.fs.Usage()
+		return usagef("revoke: --reason is required")
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	body, err := api.post(ctx, tokenPath(ids[0])+"/revoke", req)
+	if err != nil {
+		return err
+	}
+	return c.printRecord(body)
+}
+
+func reconcileCmd(ctx context.Context, e *env, args []string) error {
+	c := e.newCommand("reconcile", "reconcile <id> --outcome succeeded|not_executed|failed [--status N] [--result JSON]", "id")
+	var (
+		req struct {
+			Outcome string          `json:"outcome"`
+			Status  int             `json:"status,omitempty"`
+			Result  json.RawMessage `json:"result,omitempty"`
+		}
+		result string
+	)
+	c.fs.StringVar(&req.Outcome, "outcome", "", "what happened downstream: succeeded, not_executed or failed (required)")
+	c.fs.IntVar(&req.Status, "status", 0, "the HTTP status later spends get: a 2xx for succeeded (default 200), a 4xx or 5xx for failed (default 422)")
+	c.fs.StringVar(&result, "result", "", "the JSON later spends get: the result (succeeded) or the error (failed)")
+	ids, err := c.parse(args)
+	if err != nil {
+		return err
+	}
+	if req.Outcome == "" {
+		c.fs.Usage()
+		return usagef("reconcile: --outcome is required")
+	}
+	if result != "" {
+		if !json.Valid([]byte(result)) {
+			return usagef("reconcile: --result is not valid JSON: %s", result)
+		}
+		req.Result = json.RawMessage(result)
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	body, err := api.post(ctx, tokenPath(ids[0])+"/reconcile", req)
+	if err != nil {
+		return err
+	}
+	return c.printRecord(body)
+}
+
+// printRecord prints an answer holding one token: as it came with --json,
+// else as a list of fields followed by the audit trail, if it has one.
+func (c *command) printRecord(body []byte) error {
+	if c.json {
+		return c.printJSON(body)
+	}
+	var r tokenRecord
+	if err := decode(body, &r); err != nil {
+		return err
+	}
+	t := newTable(c.stdout)
+	t.row("id", r.ID)
+	t.row("tenant", r.Tenant)
+	t.row("operation", r.Operation)
+	t.row("subject", r.Subject)
+	t.row("intent_id", r.IntentID)
+	t.row("state", r.State)
+	t.row("generation", r.Generation)
+	t.row("operation_id", r.OperationID)
+	t.row("payload_digest", r.PayloadDigest)
+	t.row("created_at", r.CreatedAt)
+	t.row("expires_at", r.ExpiresAt)
+	t.row("retain_until", r.RetainUntil)
+	t.row("lease_expires_at", r.LeaseExpiresAt)
+	t.row("finished_at", r.FinishedAt)
+	t.row("result_status", r.ResultStatus)
+	t.row("result_body", r.ResultBody)
+	if err := t.Flush(); err != nil {
+		return err
+	}
+	if r.Events == nil {
+		return nil
+	}
+	fmt.Fprintln(c.stdout)
+	t = newTable(c.stdout)
+	t.row("SEQ", "AT", "ACTOR", "KIND", "FROM", "TO", "GENERATION", "DETAIL")
+	for _, ev := range r.Events {
+		t.row(ev.Seq, ev.At, ev.Actor, ev.Kind, ev.From, ev.To, ev.Generation, ev.Detail)
+	}
+	return t.Flush()
+}
+
+// decode reads an answer of the API into v.
+func decode(body []byte, v any) error {
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("unexpected answer from the API: %w", err)
+	}
+	return nil
+}
