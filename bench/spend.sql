@@ -1,0 +1,45 @@
+-- bench/spend.sql: the SPEND limit, a pgbench script.
+--
+--   pgbench -M prepared -n -f bench/spend.sql -D tenant=pgb -D accounts=1000 \
+--           -c C -j 2 -T secs
+--
+-- What Postgres itself can do for one atomic spend of ledger.credit on
+-- tokend's own schema: claim one pre-loaded issued token (bench/load_tokens.sql)
+-- and store its outcome, credit the ledger, write the audit event, commit.
+-- These are the rows and indexes tokend's spend writes, in one transaction
+-- with five round trips, as pgbench sends each statement on its own; tokend
+-- (consume.Spender with internal/ledger) does the same work as BEGIN, a
+-- SELECT ... FOR UPDATE (batched with set_config), the ledger statement, an
+-- UPDATE + event statement and COMMIT.
+--
+-- Every transaction takes the next key from bench_spend_seq (bench/setup.sql),
+-- so no two spend the same token. The subquery is an InitPlan, evaluated once,
+-- so the lookup stays an index scan on (tenant_id, secret_hash). When the pool
+-- runs dry the UPDATE returns no row, \gset fails and the client aborts: a run
+-- never quietly measures spends that found nothing.
+--
+-- The account is the key modulo :accounts, as tokend-load picks it, so the
+-- ledger rows are shared the same way by both sides.
+BEGIN;
+UPDATE tokens
+SET state = 'consumed', result_status = 200, finished_at = now(),
+    result_body = convert_to('{"token_id":"' || id || '","state":"consumed","result":{"account":"acct-'
+                             || substr(intent_id, 8)::bigint % :accounts || '","balance":1}}', 'UTF8'),
+    retain_until = greatest(retain_until, now() + make_interval(secs => retention_seconds))
+WHERE tenant_id = :tenant
+  AND secret_hash = (SELECT sha256(int8send(nextval('bench_spend_seq'))))
+  AND state = 'issued'
+RETURNING id AS token_id, generation, 'acct-' || substr(intent_id, 8)::bigint % :accounts AS account \gset
+WITH a AS (
+    INSERT INTO ledger_accounts AS la (tenant_id, account, balance)
+    VALUES (:tenant, :account, 1)
+    ON CONFLICT (tenant_id, account) DO UPDATE
+    SET balance = la.balance + EXCLUDED.balance, updated_at = now()
+    WHERE la.balance + EXCLUDED.balance <= 1000000000000000
+    RETURNING balance
+)
+INSERT INTO ledger_entries (tenant_id, token_id, account, amount)
+SELECT :tenant, :token_id, :account, 1 FROM a;
+INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation)
+VALUES (:tenant, :token_id, 'bench', 'spend', 'issued', 'consumed', :generation);
+END;

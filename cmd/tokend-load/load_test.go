@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeTokend is a tiny stand-in for tokend's HTTP API: enough of issue,
+// consume and get to drive the load generator, and strict about what it
+// checks (auth, one spend per token, the subject).
+type fakeTokend struct {
+	mu      sync.Mutex
+	n       int
+	bySec   map[string]*fakeToken
+	byID    map[string]*fakeToken
+	intents map[string]bool
+	spends  int
+	doubles int // tokens spent twice: must stay 0
+}
+
+type fakeToken struct {
+	id, subject string
+	spent       bool
+}
+
+func newFakeTokend() *fakeTokend {
+	return &fakeTokend{bySec: map[string]*fakeToken{}, byID: map[string]*fakeToken{}, intents: map[string]bool{}}
+}
+
+func (f *fakeTokend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/healthz" {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if r.Header.Get("Authorization") != "Bearer test-key" {
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/tokens":
+		var body struct {
+			Operation string          `json:"operation"`
+			Subject   string          `json:"subject"`
+			TTL       int             `json:"ttl_seconds"`
+			Payload   json.RawMessage `json:"payload"`
+		}
+		key := r.Header.Get("Idempotency-Key")
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || key == "" || body.Operation != "ledger.credit" || body.TTL <= 0 {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		if f.intents[key] {
+			http.Error(w, "intent issued twice", http.StatusConflict)
+			return
+		}
+		f.intents[key] = true
+		f.n++
+		t := &fakeToken{id: fmt.Sprintf("tok_%d", f.n), subject: body.Subject}
+		secret := fmt.Sprintf("tks_%d", f.n)
+		f.bySec[secret], f.byID[t.id] = t, t
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"id":%q,"token":%q,"state":"issued"}`, t.id, secret)
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/tokens/consume":
+		var body struct {
+			Token, Operation, Subject string
+			Payload                   struct {
+				Account string `json:"account"`
+				Amount  int    `json:"amount"`
+			}
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Payload.Amount != 1 || !strings.HasPrefix(body.Payload.Account, "acct-") {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		t := f.bySec[body.Token]
+		switch {
+		case t == nil:
+			http.Error(w, "not found", http.StatusNotFound)
+		case t.subject != body.Subject:
+			http.Error(w, "binding mismatch", http.StatusForbidden)
+		case t.spent:
+			f.doubles++
+			w.WriteHeader(http.StatusOK) // a replay; the generator must never cause one
+		default:
+			t.spent = true
+			f.spends++
+			fmt.Fprintf(w, `{"token_id":%q,"state":"consumed"}`, t.id)
+		}
+	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/tokens/"):
+		if t := f.byID[strings.TrimPrefix(r.URL.Path, "/v1/tokens/")]; t != nil {
+			fmt.Fprintf(w, `{"id":%q}`, t.id)
+			return
+		}
+		http.Error(w, "not found", http.StatusNotFound)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func TestLoadAgainstFakeServer(t *testing.T) {
+	fake := newFakeTokend()
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	tgt := target{base: srv.URL, key: "test-key"}
+	pool := newTokenPool("t", 10)
+	ctx := context.Background()
+
+	issued := runLoad(ctx, tgt, 4, 200*time.Millisecond, issueRequest(tgt, pool, 0))
+	if issued.OK == 0 || issued.Errors != 0 || issued.Exhausted {
+		t.Fatalf("issue: %+v", summary(issued))
+	}
+	if got := pool.remaining(); int64(got) != issued.OK {
+		t.Fatalf("pool holds %d tokens after %d issues", got, issued.OK)
+	}
+	if len(issued.Latencies) != int(issued.OK) || issued.TPS() <= 0 {
+		t.Fatalf("issue: %d latencies for %d requests, tps %v", len(issued.Latencies), issued.OK, issued.TPS())
+	}
+
+	// Spend until the pool runs dry: every token exactly once.
+	spent := runLoad(ctx, tgt, 4, 10*time.Second, spendRequest(tgt, pool))
+	if !spent.Exhausted || spent.Errors != 0 || spent.OK != issued.OK {
+		t.Fatalf("spend: %+v, want %d spends and exhaustion", summary(spent), issued.OK)
+	}
+	if spent.Elapsed > 5*time.Second {
+		t.Fatalf("spend ran %v after the pool ran dry", spent.Elapsed)
+	}
+	fake.mu.Lock()
+	spends, doubles := fake.spends, fake.doubles
+	fake.mu.Unlock()
+	if doubles != 0 || int64(spends) != issued.OK {
+		t.Fatalf("server saw %d spends and %d double spends, want %d and 0", spends, doubles, issued.OK)
+	}
+
+	ids := pool.lookupIDs()
+	if warm := getAll(ctx, tgt, 4, ids); warm.OK != int64(len(ids)) || warm.Errors != 0 {
+		t.Fatalf("getAll: %+v, want %d", summary(warm), len(ids))
+	}
+	got := runLoad(ctx, tgt, 2, 100*time.Millisecond, getRequest(tgt, ids))
+	if got.OK == 0 || got.Errors != 0 {
+		t.Fatalf("get: %+v", summary(got))
+	}
+
+	// A quota makes pre-issuing stop by itself.
+	pre := runLoad(ctx, tgt, 3, time.Hour, issueRequest(tgt, pool, 25))
+	if pre.OK != 25 || !pre.Exhausted || pool.remaining() != 25 {
+		t.Fatalf("pre-issue 25: %+v, pool %d", summary(pre), pool.remaining())
+	}
+}
+
+func TestLoadCountsErrors(t *testing.T) {
+	srv := httptest.NewServer(newFakeTokend())
+	defer srv.Close()
+	bad := target{base: srv.URL, key: "wrong"}
+	r := runLoad(context.Background(), bad, 2, 50*time.Millisecond, getRequest(bad, []string{"tok_1"}))
+	if r.OK != 0 || r.Errors == 0 || !strings.Contains(r.FirstErr, "401") {
+		t.Fatalf("with a wrong key: %+v, want only errors mentioning 401", summary(r))
+	}
+}
+
+// summary drops the latencies from r, for messages.
+func summary(r loadResult) loadResult {
+	r.Latencies = nil
+	return r
+}

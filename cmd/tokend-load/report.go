@@ -1,0 +1,320 @@
+package main
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Sides of a comparison.
+const (
+	sideLimit  = "limit"        // pgbench with a reference script of bench/
+	sideTokend = "tokend"       // tokend over HTTP, no cache
+	sideCached = "tokend+redis" // tokend over HTTP with TOKEND_REDIS_URL
+)
+
+// Operations compared.
+const (
+	opIssue  = "issue"  // POST /v1/tokens vs bench/issue.sql
+	opSpend  = "spend"  // POST /v1/tokens/consume (ledger.credit) vs bench/spend.sql
+	opLookup = "lookup" // GET /v1/tokens/{id} vs bench/lookup.sql
+)
+
+// Phases of a bench run.
+const (
+	phaseMatrix = "matrix" // every operation at every concurrency
+	phaseGrowth = "growth" // spends with a large table
+)
+
+// Run is one timed measurement.
+type Run struct {
+	Phase     string  `json:"phase"`
+	Op        string  `json:"op"`
+	Side      string  `json:"side"`
+	TableRows int64   `json:"table_rows,omitempty"` // growth: rows in tokens when it started
+	C         int     `json:"c"`                    // concurrency asked for
+	Clients   int     `json:"clients"`              // pgbench connections, or HTTP workers
+	Repeat    int     `json:"repeat"`
+	TPS       float64 `json:"tps"`
+	P50       float64 `json:"p50_ms"`
+	P99       float64 `json:"p99_ms"`
+	OK        int64   `json:"ok"`
+	Errors    int64   `json:"errors"`
+	Elapsed   float64 `json:"elapsed_s"`
+	// RowsAtStart is the size of tokens when a growth run started.
+	RowsAtStart int64 `json:"rows_at_start,omitempty"`
+	// CPUPerOp is tokend's CPU time (user+system) per answered request, in
+	// microseconds: less noisy than tps on a shared machine.
+	CPUPerOp float64 `json:"tokend_cpu_us_per_op,omitempty"`
+	Note     string  `json:"note,omitempty"`
+}
+
+// Row summarises the repeats of one scenario: medians, and the ratio of the
+// service to the same run's limit.
+type Row struct {
+	Phase     string  `json:"phase"`
+	Op        string  `json:"op"`
+	Side      string  `json:"side"`
+	TableRows int64   `json:"table_rows,omitempty"`
+	C         int     `json:"c"`
+	Clients   int     `json:"clients"`
+	Repeats   int     `json:"repeats"`
+	TPS       float64 `json:"tps"`
+	P50       float64 `json:"p50_ms"`
+	P99       float64 `json:"p99_ms"`
+	Errors    int64   `json:"errors"`
+	// Ratio is the median over repeats of this run's tps divided by the tps of
+	// the limit run just before it (same operation, concurrency and repeat);
+	// pairing runs that close together cancels most of the machine's noise.
+	// Zero for limit rows and when no pair exists.
+	Ratio    float64 `json:"ratio,omitempty"`
+	LimitTPS float64 `json:"limit_tps,omitempty"`
+	// RowsAtStart is the median size of tokens when the growth runs started.
+	RowsAtStart int64   `json:"rows_at_start,omitempty"`
+	CPUPerOp    float64 `json:"tokend_cpu_us_per_op,omitempty"`
+	Note        string  `json:"note,omitempty"`
+}
+
+// RSS is tokend's memory under load.
+type RSS struct {
+	PID   int    `json:"pid"`
+	Op    string `json:"op"`
+	C     int    `json:"c"`
+	HWMKB int64  `json:"vm_hwm_kb"` // peak resident set
+	// Reset tells whether the peak was reset just before the load (writing 5
+	// to /proc/PID/clear_refs); when false it is the peak since tokend started.
+	Reset bool `json:"reset"`
+}
+
+// Results is everything a bench run wrote to results.json.
+type Results struct {
+	Started  time.Time  `json:"started"`
+	Finished time.Time  `json:"finished"`
+	Server   serverInfo `json:"server"`
+	Config   Config     `json:"config"`
+	CPUs     int        `json:"cpus"`
+	Runs     []Run      `json:"runs"`
+	Summary  []Row      `json:"summary"`
+	RSS      *RSS       `json:"rss,omitempty"`
+	// Cache says whether the tokend+redis figures measure a cache:
+	// "measured", or why they are pending.
+	Cache   string   `json:"cache"`
+	Profile string   `json:"profile,omitempty"`
+	Notes   []string `json:"notes,omitempty"`
+}
+
+// summarize groups runs by scenario and computes medians and paired ratios.
+func summarize(runs []Run) []Row {
+	type key struct {
+		phase, op, side string
+		rows            int64
+		c               int
+	}
+	type pairKey struct {
+		phase, op string
+		rows      int64
+		c, repeat int
+	}
+	limits := map[pairKey]float64{}
+	groups := map[key][]Run{}
+	var order []key
+	for _, r := range runs {
+		if r.Side == sideLimit {
+			limits[pairKey{r.Phase, r.Op, r.TableRows, r.C, r.Repeat}] = r.TPS
+		}
+		k := key{r.Phase, r.Op, r.Side, r.TableRows, r.C}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	rows := make([]Row, 0, len(order))
+	for _, k := range order {
+		g := groups[k]
+		var tps, p50, p99, ratios, limitTPS, cpu, rowsAt []float64
+		row := Row{Phase: k.phase, Op: k.op, Side: k.side, TableRows: k.rows, C: k.c, Repeats: len(g)}
+		var notes []string
+		for _, r := range g {
+			tps = append(tps, r.TPS)
+			p50 = append(p50, r.P50)
+			p99 = append(p99, r.P99)
+			row.Errors += r.Errors
+			row.Clients = max(row.Clients, r.Clients)
+			if r.CPUPerOp > 0 {
+				cpu = append(cpu, r.CPUPerOp)
+			}
+			if r.RowsAtStart > 0 {
+				rowsAt = append(rowsAt, float64(r.RowsAtStart))
+			}
+			if r.Note != "" && !slices.Contains(notes, r.Note) {
+				notes = append(notes, r.Note)
+			}
+			if r.Side == sideLimit {
+				continue
+			}
+			if l, ok := limits[pairKey{r.Phase, r.Op, r.TableRows, r.C, r.Repeat}]; ok && l > 0 {
+				ratios = append(ratios, r.TPS/l)
+				limitTPS = append(limitTPS, l)
+			}
+		}
+		row.TPS, row.P50, row.P99 = median(tps), median(p50), median(p99)
+		row.Ratio, row.LimitTPS, row.CPUPerOp = median(ratios), median(limitTPS), median(cpu)
+		row.RowsAtStart = int64(median(rowsAt))
+		row.Note = strings.Join(notes, "; ")
+		rows = append(rows, row)
+	}
+	slices.SortStableFunc(rows, func(a, b Row) int {
+		return cmp.Or(
+			cmp.Compare(phaseRank(a.Phase), phaseRank(b.Phase)),
+			cmp.Compare(opRank(a.Op), opRank(b.Op)),
+			cmp.Compare(a.TableRows, b.TableRows),
+			cmp.Compare(a.C, b.C),
+			cmp.Compare(sideRank(a.Side), sideRank(b.Side)),
+		)
+	})
+	return rows
+}
+
+func phaseRank(p string) int { return slices.Index([]string{phaseMatrix, phaseGrowth}, p) }
+func opRank(o string) int    { return slices.Index([]string{opIssue, opSpend, opLookup}, o) }
+func sideRank(s string) int  { return slices.Index([]string{sideLimit, sideTokend, sideCached}, s) }
+
+// scenarioName is how a row is named in the table.
+func scenarioName(op, side string) string {
+	switch side {
+	case sideLimit:
+		return op + " limit (pgbench)"
+	case sideCached:
+		return op + " tokend+redis"
+	}
+	return op + " tokend"
+}
+
+// writeTable prints the summary as an aligned text table.
+func writeTable(w io.Writer, res *Results) error {
+	names := make([]string, len(res.Summary))
+	width := len("scenario")
+	for i, r := range res.Summary {
+		names[i] = scenarioName(r.Op, r.Side)
+		if r.Phase == phaseGrowth {
+			names[i] = fmt.Sprintf("%s @%s (%s rows)", names[i], humanCount(r.TableRows), humanCount(r.RowsAtStart))
+		}
+		width = max(width, len(names[i]))
+	}
+	// Right-aligned numbers; names padded to one width stay left-aligned.
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%-*s\tC\tclients\ttps\tp50 ms\tp99 ms\tvs limit\tcpu µs/op\terrors\t\n", width, "scenario")
+	phase := ""
+	for i, r := range res.Summary {
+		if r.Phase != phase {
+			phase = r.Phase
+			if phase == phaseGrowth {
+				fmt.Fprintf(tw, "%-*s\t\t\t\t\t\t\t\t\t\n", width, "growth: spend with a bigger table")
+			}
+		}
+		name := fmt.Sprintf("%-*s", width, names[i])
+		ratio := "-"
+		if r.Side != sideLimit && r.Ratio > 0 {
+			ratio = fmt.Sprintf("%.2f", r.Ratio)
+		}
+		cpu := "-"
+		if r.CPUPerOp > 0 {
+			cpu = fmt.Sprintf("%.0f", r.CPUPerOp)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.2f\t%.2f\t%s\t%s\t%d\t\n",
+			name, r.C, r.Clients, r.TPS, r.P50, r.P99, ratio, cpu, r.Errors)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	s := res.Server
+	fmt.Fprintf(w, "\nPostgres %s, database %s: fsync=%s synchronous_commit=%s full_page_writes=%s shared_buffers=%s max_connections=%d; %d CPUs\n",
+		s.Version, s.Database, s.Fsync, s.SynchronousCommit, s.FullPageWrites, s.SharedBuffers, s.MaxConnections, res.CPUs)
+	fmt.Fprintf(w, "medians of %d repeat(s) of %ds; vs limit = median of tps/limit tps over paired repeats\n",
+		res.Config.Repeats, res.Config.DurationSeconds)
+	if res.RSS != nil {
+		since := "reset before the run"
+		if !res.RSS.Reset {
+			since = "since tokend started"
+		}
+		fmt.Fprintf(w, "tokend peak RSS under %s at C=%d: %.1f MiB (VmHWM, %s)\n", res.RSS.Op, res.RSS.C, float64(res.RSS.HWMKB)/1024, since)
+	}
+	fmt.Fprintf(w, "cache: %s\n", res.Cache)
+	if res.Profile != "" {
+		fmt.Fprintf(w, "profile: %s\n", res.Profile)
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	return nil
+}
+
+// humanCount writes n as 10^k when it is a power of ten, else as is.
+func humanCount(n int64) string {
+	if n <= 0 {
+		return "0"
+	}
+	k, m := 0, n
+	for m%10 == 0 {
+		m /= 10
+		k++
+	}
+	if m == 1 && k >= 3 {
+		return fmt.Sprintf("10^%d", k)
+	}
+	if n >= 1_000_000 {
+		return fmt.Sprintf("%.1fM", float64(n)/1e6)
+	}
+	if n >= 10_000 {
+		return fmt.Sprintf("%.0fk", float64(n)/1e3)
+	}
+	return fmt.Sprint(n)
+}
+
+// writeFiles writes results.json, results.txt and the plot into dir.
+func writeFiles(dir string, res *Results) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	jsonPath := filepath.Join(dir, "results.json")
+	if err := os.WriteFile(jsonPath, append(b, '\n'), 0o644); err != nil {
+		return nil, err
+	}
+	var tb strings.Builder
+	if err := writeTable(&tb, res); err != nil {
+		return nil, err
+	}
+	txtPath := filepath.Join(dir, "results.txt")
+	if err := os.WriteFile(txtPath, []byte(tb.String()), 0o644); err != nil {
+		return nil, err
+	}
+	plots, err := writePlots(dir, res)
+	if err != nil {
+		return nil, err
+	}
+	return append([]string{jsonPath, txtPath}, plots...), nil
+}
+
+// readResults reads a results.json written by writeFiles.
+func readResults(path string) (*Results, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var res Results
+	if err := json.Unmarshal(b, &res); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &res, nil
+}

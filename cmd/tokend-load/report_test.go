@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bytes"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func sampleResults() *Results {
+	var runs []Run
+	for _, c := range []int{1, 8, 32} {
+		for rep := 1; rep <= 3; rep++ {
+			f := float64(c * rep)
+			for _, op := range []string{opIssue, opSpend, opLookup} {
+				runs = append(runs,
+					Run{Phase: phaseMatrix, Op: op, Side: sideLimit, C: c, Clients: c, Repeat: rep, TPS: 1000 * f, P50: 1, P99: 2},
+					Run{Phase: phaseMatrix, Op: op, Side: sideTokend, C: c, Clients: c, Repeat: rep, TPS: 500 * f, P50: 2, P99: 4, CPUPerOp: 100})
+				if op == opLookup {
+					runs = append(runs, Run{Phase: phaseMatrix, Op: op, Side: sideCached, C: c, Clients: c, Repeat: rep, TPS: 2000 * f, P50: 0.5, P99: 1})
+				}
+			}
+		}
+	}
+	for _, rows := range []int64{10_000, 10_000_000} {
+		runs = append(runs,
+			Run{Phase: phaseGrowth, Op: opSpend, Side: sideLimit, TableRows: rows, C: 32, Clients: 32, Repeat: 1, TPS: 900, P50: 3, P99: 9, RowsAtStart: rows + 5000},
+			Run{Phase: phaseGrowth, Op: opSpend, Side: sideTokend, TableRows: rows, C: 32, Clients: 32, Repeat: 1, TPS: 450, P50: 6, P99: 20, RowsAtStart: rows + 7000})
+	}
+	return &Results{
+		Started: time.Unix(0, 0).UTC(), Finished: time.Unix(60, 0).UTC(),
+		Server: serverInfo{Version: "15.20", Database: "tokend_bench", Fsync: "on", SynchronousCommit: "on", FullPageWrites: "on", SharedBuffers: "128MB", MaxConnections: 100},
+		Config: Config{Concurrency: []int{1, 8, 32}, DurationSeconds: 3, Repeats: 3},
+		CPUs:   2, Runs: runs, Summary: summarize(runs),
+		RSS:   &RSS{PID: 1, Op: opSpend, C: 32, HWMKB: 40960, Reset: true},
+		Cache: "measured",
+	}
+}
+
+func TestSummarizePairsRuns(t *testing.T) {
+	res := sampleResults()
+	var found int
+	for _, r := range res.Summary {
+		if r.Repeats == 0 {
+			t.Fatalf("row without runs: %+v", r)
+		}
+		switch {
+		case r.Phase == phaseMatrix && r.Side == sideTokend:
+			found++
+			if r.Ratio != 0.5 {
+				t.Errorf("%s C=%d: ratio %v, want 0.5", r.Op, r.C, r.Ratio)
+			}
+			if want := 1000.0 * float64(r.C) * 2; r.LimitTPS != want || r.TPS != want/2 {
+				t.Errorf("%s C=%d: tps %v limit %v, want medians %v and %v", r.Op, r.C, r.TPS, r.LimitTPS, want/2, want)
+			}
+		case r.Side == sideCached && r.Ratio != 2:
+			t.Errorf("cached C=%d: ratio %v, want 2", r.C, r.Ratio)
+		case r.Side == sideLimit && r.Ratio != 0:
+			t.Errorf("a limit row has a ratio: %+v", r)
+		case r.Phase == phaseGrowth && r.Side == sideTokend && (r.Ratio != 0.5 || r.RowsAtStart != r.TableRows+7000):
+			t.Errorf("growth row %+v, want ratio 0.5", r)
+		}
+	}
+	if found != 9 {
+		t.Fatalf("found %d tokend matrix rows, want 9", found)
+	}
+	first, last := res.Summary[0], res.Summary[len(res.Summary)-1]
+	if first.Op != opIssue || first.C != 1 || first.Side != sideLimit || last.Phase != phaseGrowth || last.TableRows != 10_000_000 {
+		t.Errorf("rows out of order: first %+v last %+v", first, last)
+	}
+}
+
+func TestWriteFiles(t *testing.T) {
+	dir := t.TempDir()
+	res := sampleResults()
+	paths, err := writeFiles(dir, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"results.json", "results.txt", "bench.png", "bench.svg"} {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if len(paths) != 4 {
+		t.Errorf("paths %v", paths)
+	}
+	f, err := os.Open(filepath.Join(dir, "bench.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("bench.png: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() < 800 || b.Dy() < 600 {
+		t.Errorf("bench.png is %v", b)
+	}
+
+	back, err := readResults(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Runs) != len(res.Runs) || len(back.Summary) != len(res.Summary) || back.RSS.HWMKB != 40960 {
+		t.Fatalf("results.json does not round-trip")
+	}
+
+	txt, _ := os.ReadFile(filepath.Join(dir, "results.txt"))
+	for _, want := range []string{"spend limit (pgbench)", "lookup tokend+redis", "0.50", "fsync=on", "40.0 MiB", "10^7"} {
+		if !bytes.Contains(txt, []byte(want)) {
+			t.Errorf("results.txt lacks %q:\n%s", want, txt)
+		}
+	}
+}
+
+func TestWriteFilesEmpty(t *testing.T) {
+	if _, err := writeFiles(t.TempDir(), &Results{}); err != nil {
+		t.Fatalf("an empty run should still render: %v", err)
+	}
+}
+
+func TestHumanCount(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 10: "10", 1000: "10^3", 10_000_000: "10^7", 25_000: "25k", 2_500_000: "2.5M"} {
+		if got := humanCount(n); got != want {
+			t.Errorf("humanCount(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	env := func(k string) string {
+		return map[string]string{"TOKEND_BENCH_DATABASE_URL": "postgres://x/y", "TOKEND_LOAD_KEY": "k"}[k]
+	}
+	var stderr strings.Builder
+	cfg, err := parseFlags([]string{"-quick", "-pgbench", "/bin/true", "-psql", "/bin/true", "-url", "http://h/"}, env, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.DurationSeconds != 2 || cfg.Repeats != 1 || len(cfg.GrowthRows) != 2 || cfg.GrowthRows[1] != 1_000_000 ||
+		cfg.key != "k" || cfg.db != "postgres://x/y" || cfg.URL != "http://h" || len(cfg.Ops) != 3 {
+		t.Fatalf("quick config: %+v", cfg)
+	}
+	cfg, err = parseFlags([]string{"-quick", "-repeats", "2", "-growth", "", "-ops", "spend,issue", "-pgbench", "/bin/true", "-psql", "/bin/true"}, env, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Repeats != 2 || len(cfg.GrowthRows) != 0 || strings.Join(cfg.Ops, ",") != "issue,spend" {
+		t.Fatalf("explicit flags must win over -quick: %+v", cfg)
+	}
+	for _, bad := range [][]string{
+		{"-duration", "1500ms"},
+		{"-c", "0"},
+		{"-ops", "delete"},
+		{"-url", "http://h", "-key", ""},
+	} {
+		noKey := func(k string) string {
+			if k == "TOKEND_LOAD_KEY" {
+				return ""
+			}
+			return env(k)
+		}
+		if _, err := parseFlags(append(bad, "-pgbench", "/bin/true", "-psql", "/bin/true"), noKey, &stderr); err == nil {
+			t.Errorf("parseFlags(%q) accepted", bad)
+		}
+	}
+}
