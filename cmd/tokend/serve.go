@@ -17,8 +17,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/consume"
-	"github.com/tokend/tokend/httpapi"
-	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/migrations"
 	"github.com/tokend/tokend/token"
@@ -57,19 +55,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err != nil {
 		return err
 	}
-	api, err := httpapi.New(httpapi.Config{
-		Pool:      pool,
-		Issuer:    intent.NewIssuer(keys),
-		Spender:   spender,
-		Logger:    log,
-		RateLimit: httpapi.RateLimit{PerSecond: cfg.RateLimit},
-	})
+	api, closeAPI, err := newAPI(ctx, cfg, pool, keys, spender, log)
 	if err != nil {
 		return err
 	}
-	if cfg.RedisURL != "" {
-		log.Info("TOKEND_REDIS_URL is set but this build has no cache; serving from Postgres alone")
-	}
+	defer closeAPI()
 	stopSweeper, err := startSweeper(ctx, pool, cfg.SweepInterval, log)
 	if err != nil {
 		return err

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tokend/tokend/admin"
+	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/httpapi"
+	"github.com/tokend/tokend/intent"
+	"github.com/tokend/tokend/internal/cache"
+	"github.com/tokend/tokend/internal/console"
+	"github.com/tokend/tokend/internal/demo"
+	"github.com/tokend/tokend/internal/metrics"
+	"github.com/tokend/tokend/token"
+)
+
+// newAPI assembles everything tokend serves: the REST API with its metrics
+// and (when TOKEND_REDIS_URL is set) its cache, the demo app under /demo and
+// the operator console under /console. release closes the cache.
+func newAPI(ctx context.Context, cfg serveConfig, pool *pgxpool.Pool, keys *token.Keyring, spender *consume.Spender, log *slog.Logger) (api *httpapi.Server, release func(), err error) {
+	m, err := metrics.New(metrics.Config{Pool: pool, Stats: func(ctx context.Context) (metrics.Stats, error) {
+		s, err := admin.Unresolved(ctx, pool)
+		return metrics.Stats(s), err
+	}})
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := cache.New(cache.Config{URL: cfg.RedisURL, Observer: m})
+	if err != nil {
+		return nil, nil, usageError{err}
+	}
+	release = func() { _ = c.Close() }
+	log.Info("lookup cache", "status", string(c.Status()))
+
+	issuer := intent.NewIssuer(keys)
+	demoApp, err := demo.New(demo.Config{Pool: pool, Issuer: issuer, Spender: spender, SecretKey: cfg.SecretKey, Logger: log})
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	ops, err := console.New(console.Config{Pool: pool, SecretKey: cfg.SecretKey, Logger: log})
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	api, err = httpapi.New(httpapi.Config{
+		Pool:      pool,
+		Issuer:    issuer,
+		Spender:   spender,
+		Logger:    log,
+		Cache:     c,
+		Metrics:   m,
+		RateLimit: httpapi.RateLimit{PerSecond: cfg.RateLimit},
+		Mounts: []httpapi.Mount{func(r httpapi.Routes) {
+			demoApp.Mount(r.Public)
+			ops.Mount(r.Public)
+		}},
+	})
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return api, release, nil
+}

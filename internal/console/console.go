@@ -1,0 +1,112 @@
+package console
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tokend/tokend/internal/apikey"
+	"github.com/tokend/tokend/token"
+)
+
+// Defaults of Config.
+const (
+	DefaultPath       = "/console"
+	DefaultSessionTTL = time.Hour
+)
+
+// Config configures the console.
+type Config struct {
+	// Pool is the database. Required.
+	Pool *pgxpool.Pool
+	// SecretKey is the server key (TOKEND_SECRET_KEY); the key that signs
+	// sessions is derived from it. Required.
+	SecretKey string
+	// Resolve resolves the API key an operator signs in with; it returns an
+	// error wrapping apikey.ErrUnauthorized for a key that is not valid.
+	// Default: apikey.Resolve on Pool.
+	Resolve func(ctx context.Context, presented string) (apikey.Key, error)
+	// Path is where the console is mounted. Default DefaultPath.
+	Path string
+	// SessionTTL is how long a sign-in lasts. Default DefaultSessionTTL.
+	SessionTTL time.Duration
+	// Logger receives the errors that pages do not show. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate reports whether c is usable.
+func (c Config) Validate() error {
+	switch {
+	case c.Pool == nil:
+		return errors.New("console: Config.Pool is required")
+	case len(c.SecretKey) < token.MinKeyLen:
+		return fmt.Errorf("console: Config.SecretKey must be at least %d bytes", token.MinKeyLen)
+	case c.Path != "" && (!strings.HasPrefix(c.Path, "/") || strings.HasSuffix(c.Path, "/")):
+		return fmt.Errorf("console: Config.Path %q must start and not end with /", c.Path)
+	case c.SessionTTL < 0:
+		return fmt.Errorf("console: Config.SessionTTL is %v, want 0 (the default) or more", c.SessionTTL)
+	}
+	return nil
+}
+
+// Console is the operator console.
+type Console struct {
+	pool       *pgxpool.Pool
+	resolve    func(ctx context.Context, presented string) (apikey.Key, error)
+	path       string
+	sessionTTL time.Duration
+	log        *slog.Logger
+	sessions   signer
+	pages      *pages
+}
+
+// New returns the console configured by cfg.
+func New(cfg Config) (*Console, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Console{
+		pool:       cfg.Pool,
+		resolve:    cfg.Resolve,
+		path:       cmp.Or(cfg.Path, DefaultPath),
+		sessionTTL: cmp.Or(cfg.SessionTTL, DefaultSessionTTL),
+		log:        cmp.Or(cfg.Logger, slog.Default()),
+		sessions:   newSigner(cfg.SecretKey, "tokend console session v1"),
+	}
+	if c.resolve == nil {
+		c.resolve = func(ctx context.Context, presented string) (apikey.Key, error) {
+			return apikey.Resolve(ctx, cfg.Pool, presented)
+		}
+	}
+	var err error
+	if c.pages, err = newPages(c.path, c.log); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Mount registers the console's routes on r, under Config.Path.
+func (c *Console) Mount(r gin.IRouter) {
+	g := r.Group(c.path, secureHeaders, sameOrigin)
+	g.GET("", c.home)
+	g.GET("/", c.home)
+	g.GET("/signin", c.signinPage)
+	g.POST("/signin", c.signin)
+	g.StaticFS("/static", staticFS)
+
+	op := g.Group("", c.requireOperator)
+	op.POST("/signout", c.checkCSRF, c.signout)
+	op.GET("/tokens", c.list)
+	op.GET("/tokens/:id", c.show)
+	op.GET("/tokens/:id/revoke", c.revokePage)
+	op.POST("/tokens/:id/revoke", c.checkCSRF, c.revoke)
+	op.GET("/tokens/:id/reconcile", c.reconcilePage)
+	op.POST("/tokens/:id/reconcile", c.checkCSRF, c.reconcile)
+}

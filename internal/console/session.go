@@ -1,0 +1,171 @@
+package console
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tokend/tokend/internal/apikey"
+)
+
+const (
+	cookieName = "tokend_console"
+	csrfField  = "csrf"
+	sessionKey = "console.session"
+)
+
+// session is the signed content of the session cookie. It names the key the
+// operator signed in with; the key itself is never kept.
+type session struct {
+	KeyID   string `json:"k"`
+	Tenant  string `json:"t"`
+	CSRF    string `json:"c"` // sent back in every form of the console
+	Expires int64  `json:"e"` // Unix seconds
+}
+
+// signer signs cookie values so that a browser cannot change them.
+type signer struct{ key []byte }
+
+// newSigner derives a signing key of its own, for purpose, from the server
+// key, so that a signature made here is worth nothing anywhere else.
+func newSigner(serverKey, purpose string) signer {
+	m := hmac.New(sha256.New, []byte(serverKey))
+	m.Write([]byte(purpose))
+	return signer{key: m.Sum(nil)}
+}
+
+func (s signer) sign(v any) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	body := base64.RawURLEncoding.EncodeToString(b)
+	return body + "." + base64.RawURLEncoding.EncodeToString(s.mac(body)), nil
+}
+
+// verify decodes a value made by sign into v, and reports whether it was.
+func (s signer) verify(signed string, v any) bool {
+	body, sig, ok := strings.Cut(signed, ".")
+	if !ok {
+		return false
+	}
+	got, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil || !hmac.Equal(got, s.mac(body)) {
+		return false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(body)
+	return err == nil && json.Unmarshal(b, v) == nil
+}
+
+func (s signer) mac(body string) []byte {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte(body))
+	return m.Sum(nil)
+}
+
+// current returns the session of r, if it has a valid one.
+func (c *Console) current(r *http.Request) (session, bool) {
+	ck, err := r.Cookie(cookieName)
+	if err != nil {
+		return session{}, false
+	}
+	var s session
+	ok := c.sessions.verify(ck.Value, &s) && time.Now().Unix() < s.Expires && s.Tenant != "" && s.CSRF != ""
+	return s, ok
+}
+
+// sessionOf returns the session requireOperator found.
+func sessionOf(c *gin.Context) session {
+	s, _ := c.Get(sessionKey)
+	return s.(session)
+}
+
+// requireOperator sends visitors who are not signed in to the sign-in page.
+func (c *Console) requireOperator(g *gin.Context) {
+	s, ok := c.current(g.Request)
+	if !ok {
+		g.Redirect(http.StatusSeeOther, c.path+"/signin")
+		g.Abort()
+		return
+	}
+	g.Set(sessionKey, s)
+}
+
+// checkCSRF refuses a POST that does not carry the session's CSRF token.
+func (c *Console) checkCSRF(g *gin.Context) {
+	want := sessionOf(g).CSRF
+	if !hmac.Equal([]byte(g.PostForm(csrfField)), []byte(want)) {
+		g.String(http.StatusForbidden, "Refused: this form is not from your console session. Reload the page and try again.")
+		g.Abort()
+	}
+}
+
+func (c *Console) home(g *gin.Context) {
+	if _, ok := c.current(g.Request); !ok {
+		g.Redirect(http.StatusSeeOther, c.path+"/signin")
+		return
+	}
+	g.Redirect(http.StatusSeeOther, c.path+"/tokens")
+}
+
+type signinData struct {
+	Problem string
+}
+
+func (c *Console) signinPage(g *gin.Context) {
+	c.pages.render(g.Writer, http.StatusOK, "signin.html", nil, signinData{})
+}
+
+func (c *Console) signin(g *gin.Context) {
+	k, err := c.resolve(g.Request.Context(), strings.TrimSpace(g.PostForm("key")))
+	switch {
+	case errors.Is(err, apikey.ErrUnauthorized):
+		c.pages.render(g.Writer, http.StatusUnauthorized, "signin.html", nil, signinData{Problem: "This key is unknown or revoked."})
+		return
+	case err != nil:
+		c.fail(g, err)
+		return
+	case !k.Role.Includes(apikey.Operator):
+		c.pages.render(g.Writer, http.StatusForbidden, "signin.html", nil, signinData{Problem: "This is a client key. The console needs an operator key."})
+		return
+	}
+	var csrf [32]byte
+	_, _ = rand.Read(csrf[:]) // never fails, see crypto/rand.Read
+	v, err := c.sessions.sign(session{
+		KeyID: k.ID, Tenant: k.Tenant,
+		CSRF:    base64.RawURLEncoding.EncodeToString(csrf[:]),
+		Expires: time.Now().Add(c.sessionTTL).Unix(),
+	})
+	if err != nil {
+		c.fail(g, err)
+		return
+	}
+	c.setCookie(g, v, int(c.sessionTTL/time.Second))
+	g.Redirect(http.StatusSeeOther, c.path+"/tokens")
+}
+
+func (c *Console) signout(g *gin.Context) {
+	c.setCookie(g, "", -1)
+	g.Redirect(http.StatusSeeOther, c.path+"/signin")
+}
+
+func (c *Console) setCookie(g *gin.Context, value string, maxAge int) {
+	http.SetCookie(g.Writer, &http.Cookie{
+		Name: cookieName, Value: value, Path: c.path, MaxAge: maxAge,
+		HttpOnly: true, Secure: isHTTPS(g.Request), SameSite: http.SameSiteStrictMode,
+	})
+}
+
+// isHTTPS reports whether the browser reached us over HTTPS, directly or
+// through a proxy that terminates TLS; only then can a cookie be Secure.
+func isHTTPS(r *http.Request) bool {
+	return r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"
+}

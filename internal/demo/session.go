@@ -1,0 +1,151 @@
+package demo
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+const (
+	cookieName = "tokend_demo"
+	sessionTTL = 12 * time.Hour
+)
+
+// nameRE is what a demo user may be called: a ledger account name, so that
+// the user's own account can be named after them.
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,32}$`)
+
+// session is the signed content of the session cookie.
+type session struct {
+	User    string `json:"u"`
+	Expires int64  `json:"e"` // Unix seconds
+}
+
+// signer signs cookie values so that a browser cannot change them.
+type signer struct{ key []byte }
+
+// newSigner derives a signing key of its own, for purpose, from the server
+// key, so that a signature made here is worth nothing anywhere else.
+func newSigner(serverKey, purpose string) signer {
+	m := hmac.New(sha256.New, []byte(serverKey))
+	m.Write([]byte(purpose))
+	return signer{key: m.Sum(nil)}
+}
+
+func (s signer) sign(v any) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	body := base64.RawURLEncoding.EncodeToString(b)
+	return body + "." + base64.RawURLEncoding.EncodeToString(s.mac(body)), nil
+}
+
+// verify decodes a value made by sign into v, and reports whether it was.
+func (s signer) verify(signed string, v any) bool {
+	body, sig, ok := strings.Cut(signed, ".")
+	if !ok {
+		return false
+	}
+	got, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil || !hmac.Equal(got, s.mac(body)) {
+		return false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(body)
+	return err == nil && json.Unmarshal(b, v) == nil
+}
+
+func (s signer) mac(body string) []byte {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte(body))
+	return m.Sum(nil)
+}
+
+type userKey struct{}
+
+// userOf returns the signed-in user of r, set by requireUser.
+func userOf(r *http.Request) string {
+	u, _ := r.Context().Value(userKey{}).(string)
+	return u
+}
+
+// currentUser returns the user of r's session cookie, "" for none.
+func (a *App) currentUser(r *http.Request) string {
+	c, err := r.Cookie(cookieName)
+	if err != nil {
+		return ""
+	}
+	var s session
+	if !a.sessions.verify(c.Value, &s) || time.Now().Unix() >= s.Expires || !nameRE.MatchString(s.User) {
+		return ""
+	}
+	return s.User
+}
+
+// requireUser sends visitors who are not signed in to the sign-in page, and
+// puts the signed-in user in the request's context for the pages.
+func (a *App) requireUser(c *gin.Context) {
+	u := a.currentUser(c.Request)
+	if u == "" {
+		c.Redirect(http.StatusSeeOther, a.path+"/signin")
+		c.Abort()
+		return
+	}
+	c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), userKey{}, u))
+}
+
+func (a *App) home(c *gin.Context) {
+	if a.currentUser(c.Request) == "" {
+		c.Redirect(http.StatusSeeOther, a.path+"/signin")
+		return
+	}
+	c.Redirect(http.StatusSeeOther, a.path+"/topup")
+}
+
+func (a *App) signinPage(c *gin.Context) {
+	user := a.currentUser(c.Request)
+	a.pages.render(c.Writer, http.StatusOK, "signin.html", user, signinData{Name: user})
+}
+
+func (a *App) signin(c *gin.Context) {
+	name := strings.TrimSpace(c.PostForm("name"))
+	if !nameRE.MatchString(name) {
+		a.pages.render(c.Writer, http.StatusUnprocessableEntity, "signin.html", "", signinData{
+			Name: name, Problem: "A name is 1 to 32 letters, digits, dots, dashes or underscores.",
+		})
+		return
+	}
+	v, err := a.sessions.sign(session{User: name, Expires: time.Now().Add(sessionTTL).Unix()})
+	if err != nil {
+		a.pages.Error(c.Writer, c.Request, http.StatusInternalServerError, err)
+		return
+	}
+	a.setCookie(c, v, int(sessionTTL/time.Second))
+	c.Redirect(http.StatusSeeOther, a.path+"/topup")
+}
+
+func (a *App) signout(c *gin.Context) {
+	a.setCookie(c, "", -1)
+	c.Redirect(http.StatusSeeOther, a.path+"/signin")
+}
+
+func (a *App) setCookie(c *gin.Context, value string, maxAge int) {
+	http.SetCookie(c.Writer, &http.Cookie{
+		Name: cookieName, Value: value, Path: a.path, MaxAge: maxAge,
+		HttpOnly: true, Secure: isHTTPS(c.Request), SameSite: http.SameSiteLaxMode,
+	})
+}
+
+// isHTTPS reports whether the browser reached us over HTTPS, directly or
+// through a proxy that terminates TLS; only then can a cookie be Secure.
+func isHTTPS(r *http.Request) bool {
+	return r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"
+}
