@@ -182,6 +182,11 @@ func (s *Spender) Spend(ctx context.Context, pool *pgxpool.Pool, req Request) (R
 	if err != nil && !errors.Is(err, token.ErrOutcomeUnknown) {
 		return Response{}, err
 	}
+	if resp.Replayed {
+		// Nothing was written: a rollback releases the lock without waiting
+		// for a WAL flush, which a commit of the lock would.
+		return resp, nil
+	}
 	// The lapse to unknown is recorded even though the spend is refused.
 	if cerr := tx.Commit(ctx); cerr != nil {
 		return Response{}, fmt.Errorf("consume: commit: %w", cerr)

@@ -114,12 +114,21 @@ func (is *Issuer) Issue(ctx context.Context, pool *pgxpool.Pool, req Request) (I
 	if out, ok, err := c.insert(ctx, pool); err != nil || ok {
 		return out, err
 	}
-	var out Issued
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		out, err = is.resolve(ctx, tx, c)
-		return err
-	})
-	return out, err
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return Issued{}, fmt.Errorf("intent: begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	out, err := is.resolve(ctx, tx, c)
+	if err != nil || out.Replayed {
+		// A replay or a refusal wrote nothing: rolling back skips the WAL
+		// flush a commit of the row lock would wait for.
+		return out, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Issued{}, fmt.Errorf("intent: commit: %w", err)
+	}
+	return out, nil
 }
 
 // candidate is a token ready to insert.
