@@ -9,9 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -21,35 +19,14 @@ import (
 
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/proctest"
 )
-
-// bin is the tokend binary under test, built once by TestMain.
-var bin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "tokend-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bin = filepath.Join(dir, "tokend")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building tokend:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
 
 // tokend runs the binary with only the given environment and returns its
 // outputs and exit status.
 func tokend(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(proctest.Binary(t), args...)
 	cmd.Env = env
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -167,7 +144,7 @@ func TestServe(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0")
+	cmd := exec.Command(proctest.Binary(t), "serve", "--listen", "127.0.0.1:0")
 	cmd.Env = []string{
 		"TOKEND_DATABASE_URL=" + dbURL,
 		"TOKEND_SECRET_KEY=" + strings.Repeat("k", 40),

@@ -5,12 +5,14 @@ package proctest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,8 +30,9 @@ var (
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "tokend-proctest-")
-		if buildErr != nil {
+		removeStaleBuilds()
+		buildDir = filepath.Join(os.TempDir(), fmt.Sprintf("%s%d", buildPrefix, os.Getpid()))
+		if buildErr = os.MkdirAll(buildDir, 0o755); buildErr != nil {
 			return
 		}
 		out, err := exec.Command("go", "build", "-o", buildDir, "github.com/tokend/tokend/cmd/tokend").CombinedOutput()
@@ -41,6 +44,26 @@ func Binary(t testing.TB) string {
 		t.Fatal(buildErr)
 	}
 	return filepath.Join(buildDir, "tokend")
+}
+
+// buildPrefix names build directories; the suffix is the building test
+// process's pid, so a later run can tell which ones are left over.
+const buildPrefix = "tokend-proctest-"
+
+// removeStaleBuilds deletes the build directories of test processes that have
+// exited. A test binary has no hook that runs after its last test, so each
+// run cleans up after the earlier ones instead.
+func removeStaleBuilds() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), buildPrefix+"*"))
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), buildPrefix))
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			_ = os.RemoveAll(d)
+		}
+	}
 }
 
 // SecretKey is the server key test processes share, so any of them can
