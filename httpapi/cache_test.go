@@ -77,7 +77,8 @@ func consumeBody(tok issued, account string, amount int) string {
 func TestCacheServesReadsAndFollowsEveryChange(t *testing.T) {
 	t.Parallel()
 	obs := &observer{}
-	a := newAPI(t, withCache(t, testRedisURL(), obs, nil))
+	// Without the in-process key cache, so key resolutions reach Redis.
+	a := newAPI(t, withCache(t, testRedisURL(), obs, nil), func(c *httpapi.Config) { c.KeyCacheTTL = -1 })
 	key := a.client()
 	tok := a.issue(key, "cached-1", creditBody("alice", 3))
 

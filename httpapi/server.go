@@ -11,11 +11,13 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -48,6 +50,11 @@ type Config struct {
 	// wrapping apikey.ErrUnauthorized for a key that is not valid. Set it to
 	// put a cache in front of the database. Default: apikey.Resolve on Pool.
 	Authenticate func(ctx context.Context, presented string) (apikey.Key, error)
+	// KeyCacheTTL is how long an API-key resolution is remembered in
+	// process, in front of Authenticate. It bounds how long this instance
+	// keeps accepting a key revoked elsewhere. Zero means
+	// DefaultKeyCacheTTL; negative turns the in-process cache off.
+	KeyCacheTTL time.Duration
 	// Cache, when set, serves token reads and API-key resolutions from Redis
 	// and turns away spends of tokens it knows are revoked or expired;
 	// Postgres still decides every spend. /readyz reports it as an optional
@@ -147,6 +154,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.authenticate == nil {
 		s.authenticate = s.resolveCached
+	}
+	if ttl := cmp.Or(cfg.KeyCacheTTL, DefaultKeyCacheTTL); ttl > 0 {
+		s.authenticate = newKeyCache(ttl, s.authenticate).authenticate
 	}
 	if cfg.Cache.Status() != cache.StatusOff {
 		s.checks = append(s.checks, Check{Name: cacheCheck, Optional: true, Ping: func(context.Context) error {
