@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/internal/apikey"
+	"github.com/tokend/tokend/internal/websession"
 	"github.com/tokend/tokend/token"
 )
 
@@ -63,7 +64,7 @@ type Console struct {
 	path       string
 	sessionTTL time.Duration
 	log        *slog.Logger
-	sessions   signer
+	sessions   websession.Signer
 	pages      *pages
 }
 
@@ -78,7 +79,7 @@ func New(cfg Config) (*Console, error) {
 		path:       cmp.Or(cfg.Path, DefaultPath),
 		sessionTTL: cmp.Or(cfg.SessionTTL, DefaultSessionTTL),
 		log:        cmp.Or(cfg.Logger, slog.Default()),
-		sessions:   newSigner(cfg.SecretKey, "tokend console session v1"),
+		sessions:   websession.NewSigner(cfg.SecretKey, "tokend console session v1"),
 	}
 	if c.resolve == nil {
 		c.resolve = func(ctx context.Context, presented string) (apikey.Key, error) {

@@ -2,9 +2,10 @@ package console
 
 import (
 	"net/http"
-	"net/url"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/tokend/tokend/internal/websession"
 )
 
 // secureHeaders keeps the console's pages out of frames and caches, and lets
@@ -25,12 +26,7 @@ func sameOrigin(c *gin.Context) {
 	if c.Request.Method != http.MethodPost {
 		return
 	}
-	from := c.Request.Header.Get("Origin")
-	if from == "" {
-		from = c.Request.Header.Get("Referer")
-	}
-	u, err := url.Parse(from)
-	if from == "" || err != nil || u.Host != c.Request.Host {
+	if !websession.SameOrigin(c.Request) {
 		c.String(http.StatusForbidden, "Refused: this request did not come from the console.")
 		c.Abort()
 	}

@@ -3,9 +3,7 @@ package console
 import (
 	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -31,46 +29,6 @@ type session struct {
 	Expires int64  `json:"e"` // Unix seconds
 }
 
-// signer signs cookie values so that a browser cannot change them.
-type signer struct{ key []byte }
-
-// newSigner derives a signing key of its own, for purpose, from the server
-// key, so that a signature made here is worth nothing anywhere else.
-func newSigner(serverKey, purpose string) signer {
-	m := hmac.New(sha256.New, []byte(serverKey))
-	m.Write([]byte(purpose))
-	return signer{key: m.Sum(nil)}
-}
-
-func (s signer) sign(v any) (string, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return "", err
-	}
-	body := base64.RawURLEncoding.EncodeToString(b)
-	return body + "." + base64.RawURLEncoding.EncodeToString(s.mac(body)), nil
-}
-
-// verify decodes a value made by sign into v, and reports whether it was.
-func (s signer) verify(signed string, v any) bool {
-	body, sig, ok := strings.Cut(signed, ".")
-	if !ok {
-		return false
-	}
-	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, s.mac(body)) {
-		return false
-	}
-	b, err := base64.RawURLEncoding.DecodeString(body)
-	return err == nil && json.Unmarshal(b, v) == nil
-}
-
-func (s signer) mac(body string) []byte {
-	m := hmac.New(sha256.New, s.key)
-	m.Write([]byte(body))
-	return m.Sum(nil)
-}
-
 // current returns the session of r, if it has a valid one.
 func (c *Console) current(r *http.Request) (session, bool) {
 	ck, err := r.Cookie(cookieName)
@@ -78,7 +36,7 @@ func (c *Console) current(r *http.Request) (session, bool) {
 		return session{}, false
 	}
 	var s session
-	ok := c.sessions.verify(ck.Value, &s) && time.Now().Unix() < s.Expires && s.Tenant != "" && s.CSRF != ""
+	ok := c.sessions.Verify(ck.Value, &s) && time.Now().Unix() < s.Expires && s.Tenant != "" && s.CSRF != ""
 	return s, ok
 }
 
@@ -139,7 +97,7 @@ func (c *Console) signin(g *gin.Context) {
 	}
 	var csrf [32]byte
 	_, _ = rand.Read(csrf[:]) // never fails, see crypto/rand.Read
-	v, err := c.sessions.sign(session{
+	v, err := c.sessions.Sign(session{
 		KeyID: k.ID, Tenant: k.Tenant,
 		CSRF:    base64.RawURLEncoding.EncodeToString(csrf[:]),
 		Expires: time.Now().Add(c.sessionTTL).Unix(),

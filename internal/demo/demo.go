@@ -15,6 +15,7 @@ import (
 	"github.com/tokend/tokend/form"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/ledger"
+	"github.com/tokend/tokend/internal/websession"
 	"github.com/tokend/tokend/token"
 )
 
@@ -68,7 +69,7 @@ type App struct {
 	tenant   string
 	path     string
 	log      *slog.Logger
-	sessions signer
+	sessions websession.Signer
 	topup    *form.Protector
 	pages    *pages
 }
@@ -83,7 +84,7 @@ func New(cfg Config) (*App, error) {
 		tenant:   cmp.Or(cfg.Tenant, DefaultTenant),
 		path:     cmp.Or(cfg.Path, DefaultPath),
 		log:      cmp.Or(cfg.Logger, slog.Default()),
-		sessions: newSigner(cfg.SecretKey, "tokend demo session v1"),
+		sessions: websession.NewSigner(cfg.SecretKey, "tokend demo session v1"),
 	}
 	var err error
 	a.topup, err = form.New(form.Config{

@@ -2,9 +2,10 @@ package demo
 
 import (
 	"net/http"
-	"net/url"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/tokend/tokend/internal/websession"
 )
 
 // secureHeaders keeps the pages from being framed or from loading anything
@@ -22,12 +23,7 @@ func sameOrigin(c *gin.Context) {
 	if c.Request.Method != http.MethodPost {
 		return
 	}
-	from := c.Request.Header.Get("Origin")
-	if from == "" {
-		from = c.Request.Header.Get("Referer")
-	}
-	u, err := url.Parse(from)
-	if from == "" || err != nil || u.Host != c.Request.Host {
+	if !websession.SameOrigin(c.Request) {
 		c.String(http.StatusForbidden, "This form was sent from another site.")
 		c.Abort()
 	}

@@ -2,10 +2,6 @@ package demo
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
 	"net/http"
 	"regexp"
 	"strings"
@@ -29,46 +25,6 @@ type session struct {
 	Expires int64  `json:"e"` // Unix seconds
 }
 
-// signer signs cookie values so that a browser cannot change them.
-type signer struct{ key []byte }
-
-// newSigner derives a signing key of its own, for purpose, from the server
-// key, so that a signature made here is worth nothing anywhere else.
-func newSigner(serverKey, purpose string) signer {
-	m := hmac.New(sha256.New, []byte(serverKey))
-	m.Write([]byte(purpose))
-	return signer{key: m.Sum(nil)}
-}
-
-func (s signer) sign(v any) (string, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return "", err
-	}
-	body := base64.RawURLEncoding.EncodeToString(b)
-	return body + "." + base64.RawURLEncoding.EncodeToString(s.mac(body)), nil
-}
-
-// verify decodes a value made by sign into v, and reports whether it was.
-func (s signer) verify(signed string, v any) bool {
-	body, sig, ok := strings.Cut(signed, ".")
-	if !ok {
-		return false
-	}
-	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, s.mac(body)) {
-		return false
-	}
-	b, err := base64.RawURLEncoding.DecodeString(body)
-	return err == nil && json.Unmarshal(b, v) == nil
-}
-
-func (s signer) mac(body string) []byte {
-	m := hmac.New(sha256.New, s.key)
-	m.Write([]byte(body))
-	return m.Sum(nil)
-}
-
 type userKey struct{}
 
 // userOf returns the signed-in user of r, set by requireUser.
@@ -84,7 +40,7 @@ func (a *App) currentUser(r *http.Request) string {
 		return ""
 	}
 	var s session
-	if !a.sessions.verify(c.Value, &s) || time.Now().Unix() >= s.Expires || !nameRE.MatchString(s.User) {
+	if !a.sessions.Verify(c.Value, &s) || time.Now().Unix() >= s.Expires || !nameRE.MatchString(s.User) {
 		return ""
 	}
 	return s.User
@@ -123,7 +79,7 @@ func (a *App) signin(c *gin.Context) {
 		})
 		return
 	}
-	v, err := a.sessions.sign(session{User: name, Expires: time.Now().Add(sessionTTL).Unix()})
+	v, err := a.sessions.Sign(session{User: name, Expires: time.Now().Add(sessionTTL).Unix()})
 	if err != nil {
 		a.pages.Error(c.Writer, c.Request, http.StatusInternalServerError, err)
 		return
