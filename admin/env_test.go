@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/inspect"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/internal/pgtest"
@@ -191,7 +192,7 @@ func (e *env) state(tn, id string) token.State {
 
 func (e *env) record(tn, id string) token.Record {
 	e.t.Helper()
-	r, err := scanRecord(e.pool.QueryRow(context.Background(), `SELECT `+recordColumns+` FROM tokens WHERE tenant_id = $1 AND id = $2`, tn, id))
+	r, err := inspect.Scan(e.pool.QueryRow(context.Background(), `SELECT `+inspect.Columns+` FROM tokens WHERE tenant_id = $1 AND id = $2`, tn, id))
 	if err != nil {
 		e.t.Fatalf("record %s: %v", id, err)
 	}

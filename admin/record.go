@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend/inspect"
 	"github.com/tokend/tokend/token"
 )
 
@@ -32,7 +33,7 @@ func transition(ctx context.Context, tx pgx.Tx, tenant, id string, from token.St
 	if !token.ValidID(id) {
 		return token.Record{}, token.ErrNotFound
 	}
-	rec, err := scanRecord(tx.QueryRow(ctx, stmt, args...))
+	rec, err := inspect.Scan(tx.QueryRow(ctx, stmt, args...))
 	if !errors.Is(err, pgx.ErrNoRows) {
 		if err != nil {
 			return token.Record{}, fmt.Errorf("admin: %s: %w", a, err)
@@ -55,32 +56,11 @@ func transition(ctx context.Context, tx pgx.Tx, tenant, id string, from token.St
 	// The token moved back into from between the UPDATE and the lock (an
 	// operator reconciled it, a lease lapsed). Now that the row is locked
 	// the UPDATE cannot miss.
-	rec, err = scanRecord(tx.QueryRow(ctx, stmt, args...))
+	rec, err = inspect.Scan(tx.QueryRow(ctx, stmt, args...))
 	if err != nil {
 		return token.Record{}, fmt.Errorf("admin: %s: %w", a, err)
 	}
 	return rec, nil
-}
-
-func scanRecord(row pgx.Row) (token.Record, error) {
-	var (
-		r           token.Record
-		operationID *string
-		status      *int
-	)
-	err := row.Scan(&r.Tenant, &r.ID, &r.Operation, &r.IntentID, &r.Subject, &r.State, &r.Generation,
-		&operationID, &r.PayloadDigest, &r.CreatedAt, &r.ExpiresAt, &r.RetainUntil,
-		&r.LeaseExpiresAt, &r.FinishedAt, &status, &r.ResultBody)
-	if err != nil {
-		return token.Record{}, err
-	}
-	if operationID != nil {
-		r.OperationID = *operationID
-	}
-	if status != nil {
-		r.ResultStatus = *status
-	}
-	return r, nil
 }
 
 // inTx runs f in a transaction of its own, committed when f succeeds.

@@ -1,13 +1,10 @@
 package admin
 
+import "github.com/tokend/tokend/inspect"
+
 // Every statement here is a constant: request data only ever reaches the
 // database as parameters. Times are the database clock's, so every instance
 // and the sweeper agree on what has expired.
-
-// recordColumns is what a transition returns, in scanRecord's order.
-const recordColumns = `tenant_id, id, operation, intent_id, subject, state, generation,
-       operation_id, payload_digest, created_at, expires_at, retain_until,
-       lease_expires_at, finished_at, result_status, result_body`
 
 // lockStateSQL tells why a conditional transition matched no row. The lock
 // makes the answer hold until the caller's transaction ends.
@@ -22,14 +19,14 @@ WITH u AS (
     SET state = 'revoked', finished_at = now(),
         retain_until = greatest(retain_until, now() + make_interval(secs => retention_seconds))
     WHERE tenant_id = $1 AND id = $2 AND state = 'issued'
-    RETURNING ` + recordColumns + `
+    RETURNING ` + inspect.Columns + `
 ), ev AS (
     INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation, detail)
     SELECT tenant_id, id, $4, 'revoke', 'issued', 'revoked', generation,
            jsonb_build_object('reason', $3::text)
     FROM u
 )
-SELECT ` + recordColumns + ` FROM u`
+SELECT ` + inspect.Columns + ` FROM u`
 
 // reconcileOutcomeSQL stores the outcome an operator established for an
 // unknown token, to be replayed to every later spend like a spender's own.
@@ -39,13 +36,13 @@ WITH u AS (
     SET state = $3, result_status = $4, result_body = $5, finished_at = now(), lease_expires_at = NULL,
         retain_until = greatest(retain_until, now() + make_interval(secs => retention_seconds))
     WHERE tenant_id = $1 AND id = $2 AND state = 'unknown'
-    RETURNING ` + recordColumns + `
+    RETURNING ` + inspect.Columns + `
 ), ev AS (
     INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation, detail)
     SELECT tenant_id, id, $6, $7, 'unknown', $3, generation, jsonb_build_object('status', $4::integer)
     FROM u
 )
-SELECT ` + recordColumns + ` FROM u`
+SELECT ` + inspect.Columns + ` FROM u`
 
 // reconcileNotExecutedSQL makes an unknown token spendable again. The new
 // generation fences off the holder that lost track of it; the operation id is
@@ -56,12 +53,12 @@ WITH u AS (
     UPDATE tokens
     SET state = 'issued', generation = generation + 1, lease_expires_at = NULL
     WHERE tenant_id = $1 AND id = $2 AND state = 'unknown'
-    RETURNING ` + recordColumns + `
+    RETURNING ` + inspect.Columns + `
 ), ev AS (
     INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation)
     SELECT tenant_id, id, $3, 'reconcile_not_executed', 'unknown', 'issued', generation FROM u
 )
-SELECT ` + recordColumns + ` FROM u`
+SELECT ` + inspect.Columns + ` FROM u`
 
 // The sweep runs three steps, each in batches of at most $1 rows, each batch
 // one statement and so one short transaction, answering how many tokens it

@@ -31,7 +31,7 @@ func Get(ctx context.Context, q Querier, tenant, id string) (token.Record, error
 	if !token.ValidID(id) {
 		return token.Record{}, token.ErrNotFound
 	}
-	r, err := scanRecord(q.QueryRow(ctx, getSQL, tenant, id))
+	r, err := Scan(q.QueryRow(ctx, getSQL, tenant, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return token.Record{}, token.ErrNotFound
 	}
@@ -87,7 +87,8 @@ func Events(ctx context.Context, q Querier, tenant, id string) ([]Event, error) 
 	return events, nil
 }
 
-func scanRecord(row pgx.Row) (token.Record, error) {
+// Scan reads a row of Columns into a Record.
+func Scan(row pgx.Row) (token.Record, error) {
 	var (
 		r           token.Record
 		operationID *string

@@ -69,7 +69,7 @@ func List(ctx context.Context, q Querier, tenant string, f Filter) (items []toke
 	if err != nil {
 		return nil, "", fmt.Errorf("inspect: list: %w", err)
 	}
-	items, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (token.Record, error) { return scanRecord(r) })
+	items, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (token.Record, error) { return Scan(r) })
 	if err != nil {
 		return nil, "", fmt.Errorf("inspect: list: %w", err)
 	}

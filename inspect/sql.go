@@ -1,10 +1,12 @@
 package inspect
 
-const recordColumns = `tenant_id, id, operation, intent_id, subject, state, generation,
+// Columns are a token record's columns, in the order Scan reads them, for
+// statements elsewhere that return a token (RETURNING inspect.Columns).
+const Columns = `tenant_id, id, operation, intent_id, subject, state, generation,
        operation_id, payload_digest, created_at, expires_at, retain_until,
        lease_expires_at, finished_at, result_status, result_body`
 
-const getSQL = `SELECT ` + recordColumns + ` FROM tokens WHERE tenant_id = $1 AND id = $2`
+const getSQL = `SELECT ` + Columns + ` FROM tokens WHERE tenant_id = $1 AND id = $2`
 
 const eventsSQL = `
 SELECT seq, at, actor, kind, from_state, to_state, generation, detail
@@ -17,7 +19,7 @@ ORDER BY seq`
 // serves the order and the keyset condition: a page walks the tenant's tokens
 // back from the cursor until it is full.
 const listSQL = `
-SELECT ` + recordColumns + `
+SELECT ` + Columns + `
 FROM tokens
 WHERE tenant_id = $1
   AND ($2::text IS NULL OR state = $2)
