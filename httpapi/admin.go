@@ -227,6 +227,7 @@ func (s *Server) revokeToken(c *gin.Context) {
 		Abort(c, err)
 		return
 	}
+	s.forgetRecord(c.Request.Context(), r)
 	writeJSON(c, http.StatusOK, viewRecord(r))
 }
 
@@ -254,6 +255,7 @@ func (s *Server) reconcileToken(c *gin.Context) {
 		Abort(c, err)
 		return
 	}
+	s.forgetRecord(c.Request.Context(), r)
 	writeJSON(c, http.StatusOK, viewRecord(r))
 }
 

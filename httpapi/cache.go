@@ -44,6 +44,11 @@ func (s *Server) forget(ctx context.Context, tenant string, resp consume.Respons
 	s.cache.Invalidate(context.WithoutCancel(ctx), tenant, resp.TokenID, resp.State, resp.Generation)
 }
 
+// forgetRecord is forget for a change an operator made.
+func (s *Server) forgetRecord(ctx context.Context, r token.Record) {
+	s.cache.Invalidate(context.WithoutCancel(ctx), r.Tenant, r.ID, r.State, r.Generation)
+}
+
 // spendOutcome classifies a spend for the metrics.
 func spendOutcome(resp consume.Response, err error) metrics.SpendOutcome {
 	switch {

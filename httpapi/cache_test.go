@@ -290,3 +290,21 @@ func TestCacheRedisDownMidLoad(t *testing.T) {
 		t.Fatalf("/readyz after Redis came back: %s", ready.body)
 	}
 }
+
+// An operator's revoke or reconcile through the API drops the cached record,
+// so reads show the new state at once.
+func TestCacheFollowsOperatorChanges(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, withCache(t, testRedisURL(), &observer{}, nil))
+	key, op := a.client(), a.operator()
+	tok := a.issue(key, "op-change", creditBody("dora", 1))
+	if res := a.get(key, "/v1/tokens/"+tok.ID); !strings.Contains(string(res.body), `"state":"issued"`) {
+		t.Fatalf("warm the cache: %s", res.body)
+	}
+	if res := a.post(op, "/v1/admin/tokens/"+tok.ID+"/revoke", `{"reason":"test"}`); res.status != http.StatusOK {
+		t.Fatalf("revoke: %d %s", res.status, res.body)
+	}
+	if res := a.get(key, "/v1/tokens/"+tok.ID); !strings.Contains(string(res.body), `"state":"revoked"`) {
+		t.Fatalf("read after revoke: %s, want revoked", res.body)
+	}
+}

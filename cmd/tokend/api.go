@@ -41,7 +41,9 @@ func newAPI(ctx context.Context, cfg serveConfig, pool *pgxpool.Pool, keys *toke
 		release()
 		return nil, nil, err
 	}
-	ops, err := console.New(console.Config{Pool: pool, SecretKey: cfg.SecretKey, Logger: log})
+	ops, err := console.New(console.Config{Pool: pool, SecretKey: cfg.SecretKey, Logger: log,
+		Changed: func(ctx context.Context, r token.Record) { c.Invalidate(ctx, r.Tenant, r.ID, r.State, r.Generation) },
+	})
 	if err != nil {
 		release()
 		return nil, nil, err

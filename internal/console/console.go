@@ -40,6 +40,9 @@ type Config struct {
 	SessionTTL time.Duration
 	// Logger receives the errors that pages do not show. Default slog.Default().
 	Logger *slog.Logger
+	// Changed, when set, is told of every token an operator revoked or
+	// reconciled here, after the commit, so a cache can drop its copy.
+	Changed func(ctx context.Context, rec token.Record)
 }
 
 // Validate reports whether c is usable.
@@ -66,6 +69,7 @@ type Console struct {
 	log        *slog.Logger
 	sessions   websession.Signer
 	pages      *pages
+	changed    func(ctx context.Context, rec token.Record)
 }
 
 // New returns the console configured by cfg.
@@ -79,6 +83,7 @@ func New(cfg Config) (*Console, error) {
 		path:       cmp.Or(cfg.Path, DefaultPath),
 		sessionTTL: cmp.Or(cfg.SessionTTL, DefaultSessionTTL),
 		log:        cmp.Or(cfg.Logger, slog.Default()),
+		changed:    cfg.Changed,
 		sessions:   websession.NewSigner(cfg.SecretKey, "tokend console session v1"),
 	}
 	if c.resolve == nil {

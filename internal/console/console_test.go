@@ -99,9 +99,16 @@ func TestCSRF(t *testing.T) {
 			t.Fatalf("%s: the token is %s, want still issued", tt.name, st)
 		}
 	}
+	if n := len(s.changes()); n != 0 {
+		t.Fatalf("refused revokes reported %d changes", n)
+	}
 	resp, _ := c.do(http.MethodPost, "/console/tokens/"+id+"/revoke", c.sameOrigin(), url.Values{"csrf": {csrf}, "reason": {"asked"}})
 	if resp.StatusCode != http.StatusSeeOther || s.state(t, id) != token.Revoked {
 		t.Errorf("the operator's own revoke = %d, token %s; want 303 and revoked", resp.StatusCode, s.state(t, id))
+	}
+	// Config.Changed hears of the committed revoke, so a cache can drop it.
+	if ch := s.changes(); len(ch) != 1 || ch[0].ID != id || ch[0].State != token.Revoked {
+		t.Errorf("Changed was told %+v, want the revoked token once", ch)
 	}
 }
 

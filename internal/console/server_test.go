@@ -1,13 +1,16 @@
 package console_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gin-gonic/gin"
@@ -44,6 +47,16 @@ type server struct {
 	issuer      *intent.Issuer
 	spender     *consume.Spender
 	operatorKey string // an operator key of tenant
+
+	mu      sync.Mutex
+	changed []token.Record // what Config.Changed was told
+}
+
+// changes returns what Config.Changed was told so far.
+func (s *server) changes() []token.Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.changed)
 }
 
 func newServer(t *testing.T) *server {
@@ -64,7 +77,11 @@ func newServer(t *testing.T) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cons, err := console.New(console.Config{Pool: pool, SecretKey: secretKey})
+	cons, err := console.New(console.Config{Pool: pool, SecretKey: secretKey, Changed: func(_ context.Context, r token.Record) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.changed = append(s.changed, r)
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -170,7 +171,8 @@ func (c *Console) revoke(g *gin.Context) {
 	if len(reason) > maxReason {
 		reason = reason[:maxReason]
 	}
-	_, err := admin.Revoke(g.Request.Context(), c.pool, s.Tenant, g.Param("id"), reason, s.KeyID)
+	rec, err := admin.Revoke(g.Request.Context(), c.pool, s.Tenant, g.Param("id"), reason, s.KeyID)
+	c.notify(g, rec, err)
 	switch {
 	case errors.Is(err, token.ErrNotFound):
 		c.problem(g, http.StatusNotFound, "Your tenant has no token "+strconv.Quote(g.Param("id"))+".")
@@ -209,7 +211,9 @@ func (c *Console) reconcile(g *gin.Context) {
 	d := reconcileData{Outcome: g.PostForm("outcome"), Status: strings.TrimSpace(g.PostForm("status")), Result: strings.TrimSpace(g.PostForm("result"))}
 	r, err := d.reconciliation(s.KeyID)
 	if err == nil {
-		_, err = admin.Reconcile(g.Request.Context(), c.pool, s.Tenant, g.Param("id"), r)
+		var rec token.Record
+		rec, err = admin.Reconcile(g.Request.Context(), c.pool, s.Tenant, g.Param("id"), r)
+		c.notify(g, rec, err)
 	}
 	switch {
 	case errors.Is(err, admin.ErrInvalidRequest):
@@ -261,4 +265,11 @@ func (c *Console) problem(g *gin.Context, status int, msg string) {
 func (c *Console) fail(g *gin.Context, err error) {
 	c.log.Error("console", "path", g.FullPath(), "err", err)
 	c.problem(g, http.StatusInternalServerError, "Something went wrong on our side; nothing was changed. Try again in a moment.")
+}
+
+// notify tells Config.Changed about a committed change.
+func (c *Console) notify(g *gin.Context, rec token.Record, err error) {
+	if err == nil && c.changed != nil {
+		c.changed(context.WithoutCancel(g.Request.Context()), rec)
+	}
 }
