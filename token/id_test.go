@@ -133,3 +133,30 @@ func TestNewIDUnique(t *testing.T) {
 		seen[id] = true
 	}
 }
+
+// IDTime reads back the timestamp NewID stamped, which idTime decodes on its
+// own, and refuses what is not a token id.
+func TestIDTime(t *testing.T) {
+	before := time.Now().Truncate(time.Millisecond)
+	id := NewID()
+	after := time.Now()
+	got, ok := IDTime(id)
+	if !ok || !got.Equal(idTime(t, id, IDPrefix)) || got.Before(before) || got.After(after) {
+		t.Errorf("IDTime(%q) = %v, %v; want %v within [%v, %v]", id, got, ok, idTime(t, id, IDPrefix), before, after)
+	}
+
+	for in, want := range map[string]time.Time{
+		"tok_" + strings.Repeat("0", 26):                time.UnixMilli(0),
+		"tok_" + strings.Repeat("v", 26):                time.UnixMilli(1<<48 - 1),
+		"tok_" + "0000000004" + strings.Repeat("0", 16): time.UnixMilli(1), // the 10th character is bits 45-49: 00100 sets bit 47, the timestamp's last
+	} {
+		if got, ok := IDTime(in); !ok || !got.Equal(want) {
+			t.Errorf("IDTime(%q) = %v, %v; want %v", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"", "tok_", NewOperationID(), "tok_" + strings.Repeat("0", 25), "TOK_" + strings.Repeat("0", 26)} {
+		if got, ok := IDTime(in); ok {
+			t.Errorf("IDTime(%q) = %v, true; want false", in, got)
+		}
+	}
+}

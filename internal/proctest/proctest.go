@@ -21,29 +21,69 @@ import (
 )
 
 var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
+	dirOnce  sync.Once
+	buildDir string
+	dirErr   error
+
+	buildsMu sync.Mutex
+	builds   = map[string]*build{} // by build tags
 )
+
+// build is one build of cmd/tokend.
+type build struct {
+	once sync.Once
+	path string
+	err  error
+}
 
 // Binary builds cmd/tokend once per test binary and returns its path.
 func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
+	return BinaryWithTags(t, "")
+}
+
+// BinaryWithTags is Binary for a build with tags, a comma-separated list as
+// `go build -tags` takes it ("" is the plain build). Each list is built once
+// per test binary.
+func BinaryWithTags(t testing.TB, tags string) string {
+	t.Helper()
+	dirOnce.Do(func() {
 		removeStaleBuilds()
 		buildDir = filepath.Join(os.TempDir(), fmt.Sprintf("%s%d", buildPrefix, os.Getpid()))
-		if buildErr = os.MkdirAll(buildDir, 0o755); buildErr != nil {
+		dirErr = os.MkdirAll(buildDir, 0o755)
+	})
+	if dirErr != nil {
+		t.Fatal(dirErr)
+	}
+	buildsMu.Lock()
+	b := builds[tags]
+	if b == nil {
+		b = &build{}
+		builds[tags] = b
+	}
+	buildsMu.Unlock()
+	b.once.Do(func() {
+		dir := buildDir
+		args := []string{"build"}
+		if tags != "" {
+			dir = filepath.Join(buildDir, "tags-"+strings.ReplaceAll(tags, ",", "-"))
+			args = append(args, "-tags", tags)
+			if b.err = os.MkdirAll(dir, 0o755); b.err != nil {
+				return
+			}
+		}
+		args = append(args, "-o", dir, "github.com/tokend/tokend/cmd/tokend")
+		out, err := exec.Command("go", args...).CombinedOutput()
+		if err != nil {
+			b.err = fmt.Errorf("go build -tags %q cmd/tokend: %v\n%s", tags, err, out)
 			return
 		}
-		out, err := exec.Command("go", "build", "-o", buildDir, "github.com/tokend/tokend/cmd/tokend").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build cmd/tokend: %v\n%s", err, out)
-		}
+		b.path = filepath.Join(dir, "tokend")
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return filepath.Join(buildDir, "tokend")
+	return b.path
 }
 
 // buildPrefix names build directories; the suffix is the building test
@@ -75,6 +115,7 @@ type Options struct {
 	DatabaseURL string   // required
 	RedisURL    string   // optional
 	Env         []string // extra KEY=VALUE pairs
+	BuildTags   string   // run a build with these tags (BinaryWithTags); "" the plain one
 }
 
 // Server is one running tokend process.
@@ -107,7 +148,7 @@ func Start(t testing.TB, opts Options) *Server {
 
 func (s *Server) start() {
 	s.t.Helper()
-	cmd := exec.Command(Binary(s.t), "serve")
+	cmd := exec.Command(BinaryWithTags(s.t, s.opts.BuildTags), "serve")
 	cmd.Env = append(os.Environ(),
 		"TOKEND_DATABASE_URL="+s.opts.DatabaseURL,
 		"TOKEND_LISTEN="+s.addr,
