@@ -55,6 +55,10 @@ type serveConfig struct {
 	ShutdownTimeout time.Duration // TOKEND_SHUTDOWN_TIMEOUT or --shutdown-timeout; default defaultShutdownTimeout
 	RateLimit       float64       // TOKEND_RATE_LIMIT or --rate-limit, requests/s per API key, 0 for none; default defaultRateLimit
 	SweepInterval   time.Duration // TOKEND_SWEEP_INTERVAL or --sweep-interval; default admin.DefaultSweepInterval
+	// DebugListen, when set (TOKEND_DEBUG_LISTEN or --debug-listen), serves
+	// Go's profiler at /debug/pprof/ on a listener of its own, so it is
+	// never reachable through the API's address. Default: off.
+	DebugListen string
 	// SecretKey derives token secrets (TOKEND_SECRET_KEY, at least
 	// token.MinKeyLen bytes); PreviousSecretKeys (TOKEND_PREVIOUS_SECRET_KEYS,
 	// comma-separated) are the keys rotated out, still needed to re-issue
@@ -76,6 +80,8 @@ func (c *serveConfig) bind(fs *flag.FlagSet, env envFlags) {
 	env["rate-limit"] = "TOKEND_RATE_LIMIT"
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", admin.DefaultSweepInterval, "how often to expire and purge tokens past their retention (env TOKEND_SWEEP_INTERVAL)")
 	env["sweep-interval"] = "TOKEND_SWEEP_INTERVAL"
+	fs.StringVar(&c.DebugListen, "debug-listen", "", "address for /debug/pprof/, off when empty; keep it on loopback (env TOKEND_DEBUG_LISTEN)")
+	env["debug-listen"] = "TOKEND_DEBUG_LISTEN"
 }
 
 // readKeys takes the server keys from the environment.
@@ -101,6 +107,11 @@ func (c serveConfig) Validate() error {
 	}
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return fmt.Errorf("TOKEND_LISTEN %q: want a numeric port from 0 to 65535", c.Listen)
+	}
+	if c.DebugListen != "" {
+		if _, port, err := net.SplitHostPort(c.DebugListen); err != nil || port == "" {
+			return fmt.Errorf("TOKEND_DEBUG_LISTEN %q: want host:port, e.g. 127.0.0.1:6060", c.DebugListen)
+		}
 	}
 	if c.RedisURL != "" {
 		u, err := url.Parse(c.RedisURL)

@@ -66,6 +66,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 	defer stopSweeper() // runs before the deferred pool.Close
 
+	if cfg.DebugListen != "" {
+		stopDebug, err := serveDebug(cfg.DebugListen, log)
+		if err != nil {
+			return err
+		}
+		defer stopDebug()
+	}
+
 	srv := &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
