@@ -8,6 +8,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"time"
 	"unicode"
 
 	"github.com/jackc/pgx/v5"
@@ -85,50 +86,79 @@ type Issued struct {
 // Issuer issues tokens whose secrets derive from its keyring.
 type Issuer struct {
 	keys *token.Keyring
+	// policies spares each issue a policy lookup; insertSQL checks the
+	// cached policy's version, so a stale one is never used.
+	policies *operation.Cache
 }
 
 // NewIssuer returns an Issuer deriving secrets under keys.
-func NewIssuer(keys *token.Keyring) *Issuer { return &Issuer{keys: keys} }
+func NewIssuer(keys *token.Keyring) *Issuer {
+	return &Issuer{keys: keys, policies: operation.NewCache()}
+}
+
+// errStalePolicy: the cached policy a candidate was built under has changed.
+var errStalePolicy = errors.New("intent: operation policy changed")
+
+// policyAttempts bounds how often an issue rebuilds its candidate after
+// finding the policy changed under it; each attempt reads the policy anew.
+const policyAttempts = 3
 
 // IssueTx issues the token for req inside the caller's transaction, or
 // returns the one already issued for the same intent. After the intent's
 // retention has passed, the intent is forgotten and a new token is issued.
 func (is *Issuer) IssueTx(ctx context.Context, tx pgx.Tx, req Request) (Issued, error) {
-	c, err := is.prepare(ctx, tx, req)
-	if err != nil {
-		return Issued{}, err
-	}
-	if out, ok, err := c.insert(ctx, tx); err != nil || ok {
-		return out, err
-	}
-	return is.resolve(ctx, tx, c)
+	return is.retryStale(req, func() (Issued, error) {
+		c, err := is.prepare(ctx, tx, req)
+		if err != nil {
+			return Issued{}, err
+		}
+		if out, ok, err := c.insert(ctx, tx); err != nil || ok {
+			return out, err
+		}
+		return is.resolve(ctx, tx, c)
+	})
 }
 
 // Issue is IssueTx in a transaction of its own. The common case, a new intent,
 // costs a single statement.
 func (is *Issuer) Issue(ctx context.Context, pool *pgxpool.Pool, req Request) (Issued, error) {
-	c, err := is.prepare(ctx, pool, req)
-	if err != nil {
-		return Issued{}, err
+	return is.retryStale(req, func() (Issued, error) {
+		c, err := is.prepare(ctx, pool, req)
+		if err != nil {
+			return Issued{}, err
+		}
+		if out, ok, err := c.insert(ctx, pool); err != nil || ok {
+			return out, err
+		}
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return Issued{}, fmt.Errorf("intent: begin: %w", err)
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+		out, err := is.resolve(ctx, tx, c)
+		if err != nil || out.Replayed {
+			// A replay or a refusal wrote nothing: rolling back skips the WAL
+			// flush a commit of the row lock would wait for.
+			return out, err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return Issued{}, fmt.Errorf("intent: commit: %w", err)
+		}
+		return out, nil
+	})
+}
+
+// retryStale runs issue until it is not refused for a stale policy,
+// dropping the cached policy before each new attempt.
+func (is *Issuer) retryStale(req Request, issue func() (Issued, error)) (Issued, error) {
+	for range policyAttempts {
+		out, err := issue()
+		if !errors.Is(err, errStalePolicy) {
+			return out, err
+		}
+		is.policies.Forget(req.Tenant, req.Operation)
 	}
-	if out, ok, err := c.insert(ctx, pool); err != nil || ok {
-		return out, err
-	}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		return Issued{}, fmt.Errorf("intent: begin: %w", err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-	out, err := is.resolve(ctx, tx, c)
-	if err != nil || out.Replayed {
-		// A replay or a refusal wrote nothing: rolling back skips the WAL
-		// flush a commit of the row lock would wait for.
-		return out, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return Issued{}, fmt.Errorf("intent: commit: %w", err)
-	}
-	return out, nil
+	return Issued{}, fmt.Errorf("intent: operation %q was redeclared %d times during one issue; retry", req.Operation, policyAttempts)
 }
 
 // candidate is a token ready to insert.
@@ -147,9 +177,16 @@ func (is *Issuer) prepare(ctx context.Context, q operation.Querier, req Request)
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	p, err := operation.Get(ctx, q, req.Tenant, req.Operation)
+	p, err := is.policies.Get(ctx, q, req.Tenant, req.Operation)
 	if err != nil {
 		return nil, err
+	}
+	if req.TTLSeconds > p.MaxTTLSeconds {
+		// A refusal is an answer too: make sure it is not the cache's.
+		is.policies.Forget(req.Tenant, req.Operation)
+		if p, err = is.policies.Get(ctx, q, req.Tenant, req.Operation); err != nil {
+			return nil, err
+		}
 	}
 	if req.TTLSeconds > p.MaxTTLSeconds {
 		return nil, fmt.Errorf("%w: ttl_seconds %d exceeds %s's maximum of %d", ErrInvalidRequest, req.TTLSeconds, p.Name, p.MaxTTLSeconds)
@@ -167,24 +204,32 @@ func (is *Issuer) prepare(ctx context.Context, q operation.Querier, req Request)
 	return c, nil
 }
 
-// insert tries to claim the intent. ok is false when it was already claimed.
+// insert tries to claim the intent. ok is false when it was already claimed;
+// the error is errStalePolicy when c's policy is no longer the operation's.
 func (c *candidate) insert(ctx context.Context, q operation.Querier) (Issued, bool, error) {
 	r := c.req
 	rec := token.Record{
 		Tenant: r.Tenant, ID: c.id, Operation: r.Operation, IntentID: r.IntentID,
 		Subject: r.Subject, State: token.Issued, PayloadDigest: c.digest,
 	}
+	var (
+		current                           bool
+		createdAt, expiresAt, retainUntil *time.Time
+	)
 	err := q.QueryRow(ctx, insertSQL,
 		r.Tenant, c.id, r.Operation, r.IntentID, r.Subject,
 		c.secret.Hash(), c.nonce, c.keyID, c.fingerprint, c.digest,
-		r.TTLSeconds, c.policy.RetentionSeconds, r.Actor,
-	).Scan(&rec.CreatedAt, &rec.ExpiresAt, &rec.RetainUntil)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Issued{}, false, nil
-	}
-	if err != nil {
+		r.TTLSeconds, c.policy.RetentionSeconds, r.Actor, c.policy.Version,
+	).Scan(&current, &createdAt, &expiresAt, &retainUntil)
+	switch {
+	case err != nil:
 		return Issued{}, false, fmt.Errorf("intent: insert: %w", err)
+	case !current:
+		return Issued{}, false, errStalePolicy
+	case createdAt == nil:
+		return Issued{}, false, nil // the intent is taken
 	}
+	rec.CreatedAt, rec.ExpiresAt, rec.RetainUntil = *createdAt, *expiresAt, *retainUntil
 	return Issued{Token: rec, Secret: c.secret}, true, nil
 }
 

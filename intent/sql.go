@@ -1,22 +1,29 @@
 package intent
 
-// insertSQL claims an intent and records the issue event in one statement.
+// insertSQL claims an intent and records the issue event in one statement,
+// provided the policy the candidate was built under ($14, its Version) is
+// still the operation's: policies come from an in-process cache. It returns
+// one row: whether the policy was current, and the times when a token was
+// inserted (NULL when the intent was taken or the policy changed).
 // Times come from the database clock so every instance agrees on them.
 const insertSQL = `
-WITH ins AS (
+WITH pol AS (
+    SELECT coalesce((SELECT version FROM operations WHERE tenant_id = $1 AND name = $3), 0) = $14 AS current
+), ins AS (
     INSERT INTO tokens (tenant_id, id, operation, intent_id, subject,
                         secret_hash, secret_nonce, secret_key_id, fingerprint, payload_digest,
                         ttl_seconds, retention_seconds, state, expires_at, retain_until)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::integer, $12::integer, 'issued',
-            now() + make_interval(secs => $11::integer),
-            now() + make_interval(secs => $11::integer + $12::integer))
+    SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::integer, $12::integer, 'issued',
+           now() + make_interval(secs => $11::integer),
+           now() + make_interval(secs => $11::integer + $12::integer)
+    FROM pol WHERE pol.current
     ON CONFLICT (tenant_id, operation, intent_id) DO NOTHING
     RETURNING tenant_id, id, created_at, expires_at, retain_until
 ), ev AS (
     INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation)
     SELECT tenant_id, id, $13, 'issued', NULL, 'issued', 0 FROM ins
 )
-SELECT created_at, expires_at, retain_until FROM ins`
+SELECT pol.current, ins.created_at, ins.expires_at, ins.retain_until FROM pol LEFT JOIN ins ON true`
 
 // existingSQL reads the token holding an intent, locking it so a concurrent
 // re-issue after retention forgets it only once. An unresolved token is never

@@ -56,6 +56,9 @@ type Policy struct {
 	MaxTTLSeconds    int          // longest token ttl; default DefaultMaxTTLSeconds
 	RetentionSeconds int          // how long past expiry an intent is remembered; default DefaultRetentionSeconds
 	IgnoredFields    []string     // payload fields left out of the digest, e.g. "trace_id"
+	// Version is set by Put and read back by Get: a number no other
+	// declaration has had, 0 for a built-in default. Put ignores it.
+	Version int64
 }
 
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$`)

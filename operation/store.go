@@ -18,7 +18,7 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-const policyColumns = `name, mode, on_lease_expiry, lease_seconds, max_ttl_seconds, retention_seconds, ignored_fields`
+const policyColumns = `name, mode, on_lease_expiry, lease_seconds, max_ttl_seconds, retention_seconds, ignored_fields, version`
 
 const getSQL = `SELECT ` + policyColumns + ` FROM operations WHERE tenant_id = $1 AND name = $2`
 
@@ -34,7 +34,9 @@ ON CONFLICT (tenant_id, name) DO UPDATE SET
     max_ttl_seconds = EXCLUDED.max_ttl_seconds,
     retention_seconds = EXCLUDED.retention_seconds,
     ignored_fields = EXCLUDED.ignored_fields,
-    updated_at = now()`
+    updated_at = now(),
+    version = nextval('operation_versions')
+RETURNING version`
 
 // Get returns the policy of operation name for tenant: the tenant's own
 // declaration, else the built-in default, else an error wrapping ErrUnknown.
@@ -85,7 +87,7 @@ func Put(ctx context.Context, q Querier, tenant string, p Policy) (Policy, error
 	if err := p.Validate(); err != nil {
 		return Policy{}, err
 	}
-	_, err := q.Exec(ctx, putSQL, tenant, p.Name, p.Mode, p.OnLeaseExpiry, p.LeaseSeconds, p.MaxTTLSeconds, p.RetentionSeconds, p.IgnoredFields)
+	err := q.QueryRow(ctx, putSQL, tenant, p.Name, p.Mode, p.OnLeaseExpiry, p.LeaseSeconds, p.MaxTTLSeconds, p.RetentionSeconds, p.IgnoredFields).Scan(&p.Version)
 	if err != nil {
 		return Policy{}, fmt.Errorf("operation: put %q: %w", p.Name, err)
 	}
@@ -94,6 +96,6 @@ func Put(ctx context.Context, q Querier, tenant string, p Policy) (Policy, error
 
 func scan(row pgx.Row) (Policy, error) {
 	var p Policy
-	err := row.Scan(&p.Name, &p.Mode, &p.OnLeaseExpiry, &p.LeaseSeconds, &p.MaxTTLSeconds, &p.RetentionSeconds, &p.IgnoredFields)
+	err := row.Scan(&p.Name, &p.Mode, &p.OnLeaseExpiry, &p.LeaseSeconds, &p.MaxTTLSeconds, &p.RetentionSeconds, &p.IgnoredFields, &p.Version)
 	return p, err
 }

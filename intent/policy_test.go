@@ -1,0 +1,102 @@
+package intent_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/tokend/tokend/intent"
+	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/operation"
+)
+
+// An Issuer caches policies, yet a policy redeclared elsewhere (another
+// instance, here a direct operation.Put) governs the very next issue.
+func TestIssueFollowsRedeclaredPolicy(t *testing.T) {
+	t.Parallel()
+	pool, is, ctx := pgtest.NewPool(t), newIssuer(t), context.Background()
+	const op = "shop.checkout"
+	put := func(p operation.Policy) {
+		t.Helper()
+		p.Name = op
+		if _, err := operation.Put(ctx, pool, tenant, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	issue := func(key string, ttl int, payload string) (intent.Issued, error) {
+		req := request(key)
+		req.Operation, req.TTLSeconds, req.Payload = op, ttl, []byte(payload)
+		return is.Issue(ctx, pool, req)
+	}
+
+	put(operation.Policy{MaxTTLSeconds: 60, RetentionSeconds: 100})
+	if _, err := issue("a", 30, `{"n":1}`); err != nil {
+		t.Fatal(err) // the policy is cached now
+	}
+
+	// A lower maximum applies at once: the insert's version check catches
+	// the cached policy.
+	put(operation.Policy{MaxTTLSeconds: 20, RetentionSeconds: 100})
+	if _, err := issue("b", 30, `{"n":1}`); !errors.Is(err, intent.ErrInvalidRequest) {
+		t.Fatalf("ttl 30 over the redeclared maximum of 20: err = %v, want ErrInvalidRequest", err)
+	}
+
+	// A higher maximum applies at once too: a refusal is checked against the
+	// database before it is given.
+	put(operation.Policy{MaxTTLSeconds: 3600, RetentionSeconds: 100})
+	if _, err := issue("c", 600, `{"n":1}`); err != nil {
+		t.Fatalf("ttl 600 under the redeclared maximum of 3600: %v", err)
+	}
+
+	// Retention and ignored fields come from the current policy.
+	put(operation.Policy{MaxTTLSeconds: 3600, RetentionSeconds: 5000, IgnoredFields: []string{"trace"}})
+	out, err := issue("d", 600, `{"n":1,"trace":"x"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := out.Token.RetainUntil.Sub(out.Token.ExpiresAt); got != 5000*time.Second {
+		t.Errorf("retain_until - expires_at = %v, want the redeclared retention 5000s", got)
+	}
+	same, err := issue("e", 600, `{"n":1,"trace":"y"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(same.Token.PayloadDigest) != string(out.Token.PayloadDigest) {
+		t.Error("payloads differing only in the newly ignored field got different digests")
+	}
+	if n := count(t, pool, `SELECT count(*) FROM tokens WHERE operation = $1`, op); n != 4 {
+		t.Errorf("%d tokens, want 4 (a, c, d, e)", n)
+	}
+}
+
+// Issuing in the caller's transaction sees the caller's own redeclaration.
+func TestIssueTxFollowsPolicyInSameTransaction(t *testing.T) {
+	t.Parallel()
+	pool, is, ctx := pgtest.NewPool(t), newIssuer(t), context.Background()
+	req := request("tx")
+	req.Operation, req.TTLSeconds = "shop.refund", 600
+	if _, err := operation.Put(ctx, pool, tenant, operation.Policy{Name: req.Operation, MaxTTLSeconds: 3600}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := is.Issue(ctx, pool, request("warm")); err != nil {
+		t.Fatal(err)
+	}
+	warm := req
+	warm.IntentID = "warm-refund"
+	if _, err := is.Issue(ctx, pool, warm); err != nil {
+		t.Fatal(err) // shop.refund's policy is cached with max 3600
+	}
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := operation.Put(ctx, tx, tenant, operation.Policy{Name: req.Operation, MaxTTLSeconds: 60}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := is.IssueTx(ctx, tx, req); !errors.Is(err, intent.ErrInvalidRequest) {
+		t.Fatalf("IssueTx after lowering the maximum in the same tx: err = %v, want ErrInvalidRequest", err)
+	}
+}
