@@ -19,6 +19,9 @@
 //     that committed; the retry replays it.
 //   - TestLeaseHolderDies: a lease holder never finishes; its lease runs out
 //     under each expiry policy (takeover, unknown).
+//   - TestSkewedClocksAgree: two tokend processes whose clocks are 30 s
+//     apart (a tokend_faketime build, internal/clock) agree on expiry and
+//     lease end, because the database clock decides them.
 //
 // The tests are plain `go test` tests and run with the rest of the module
 // (scripts/test). They need TOKEND_TEST_DATABASE_URL like internal/pgtest,
