@@ -17,14 +17,19 @@ const maxCachedKeys = 10_000
 
 // keyCache remembers API-key resolutions in process for a short while, so a
 // busy client costs no lookup per request. Only successes are kept: a key
-// that fails is asked about again every time. The TTL bounds how long another
-// instance keeps accepting a key revoked elsewhere.
+// that fails is asked about again every time. Without word of revocations
+// (Server.ForgetKey), the TTL bounds how long this instance keeps accepting
+// a key revoked elsewhere.
 type keyCache struct {
 	ttl     time.Duration
 	resolve func(ctx context.Context, presented string) (apikey.Key, error)
 
 	mu      sync.Mutex
 	entries map[[sha256.Size]byte]cachedKey
+	// gen counts drops. A resolution is kept only if no drop happened
+	// since before it started: one that read the key before a revocation
+	// must not put back what the revocation's drop took out.
+	gen uint64
 }
 
 type cachedKey struct {
@@ -43,6 +48,7 @@ func (c *keyCache) authenticate(ctx context.Context, presented string) (apikey.K
 	now := time.Now()
 	c.mu.Lock()
 	e, ok := c.entries[h]
+	gen := c.gen
 	c.mu.Unlock()
 	if ok && now.Before(e.expires) {
 		return e.key, nil
@@ -52,10 +58,55 @@ func (c *keyCache) authenticate(ctx context.Context, presented string) (apikey.K
 		return apikey.Key{}, err
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != gen {
+		return k, nil // a drop happened meanwhile: serve this request, keep nothing
+	}
 	if len(c.entries) >= maxCachedKeys {
 		clear(c.entries)
 	}
 	c.entries[h] = cachedKey{key: k, expires: now.Add(c.ttl)}
-	c.mu.Unlock()
 	return k, nil
+}
+
+// forget drops the resolution of the key whose SHA-256 is keyHash, and
+// keeps any resolution in flight from being remembered.
+func (c *keyCache) forget(keyHash []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	if len(keyHash) == sha256.Size {
+		delete(c.entries, [sha256.Size]byte(keyHash))
+	}
+}
+
+// forgetAll drops every resolution, and keeps any in flight from being
+// remembered.
+func (c *keyCache) forgetAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	clear(c.entries)
+}
+
+// ForgetKey drops every cached resolution of the API key whose SHA-256 is
+// keyHash (api_keys.key_hash), in Redis (Config.Cache) and in process, so
+// that the key is refused from the next request on. Call it once the key's
+// revocation has committed, e.g. from apikey.Watch; it is idempotent.
+func (s *Server) ForgetKey(ctx context.Context, keyHash []byte) {
+	// Redis first: a request that misses in process after the drop below
+	// must not find the key in Redis and remember it again.
+	s.cache.InvalidateKey(context.WithoutCancel(ctx), keyHash)
+	if s.keys != nil {
+		s.keys.forget(keyHash)
+	}
+}
+
+// ForgetAllKeys drops every API-key resolution held in process, for when
+// revocations may have been missed (apikey.Watch's reset). Redis entries,
+// which cannot be listed, stay until their TTL (cache.Config.KeyTTL).
+func (s *Server) ForgetAllKeys() {
+	if s.keys != nil {
+		s.keys.forgetAll()
+	}
 }

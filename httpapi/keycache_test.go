@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -58,4 +59,82 @@ func TestKeyCacheForgetsRevokedKeysAfterTTL(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// A drop while a resolution is in flight (it read the key before the
+// revocation) keeps that resolution from being remembered: the next request
+// asks again and is refused.
+func TestKeyCacheDropDuringResolve(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		drop func(a *api, key string)
+	}{
+		{"ForgetKey", func(a *api, key string) {
+			h := sha256.Sum256([]byte(key))
+			a.srv.ForgetKey(context.Background(), h[:])
+		}},
+		{"ForgetAllKeys", func(a *api, _ string) { a.srv.ForgetAllKeys() }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var (
+				lookups  atomic.Int64
+				hold     atomic.Bool
+				resolved = make(chan struct{})
+				resume   = make(chan struct{})
+			)
+			a := newAPI(t, func(c *httpapi.Config) {
+				c.KeyCacheTTL = time.Hour
+				c.Authenticate = func(ctx context.Context, presented string) (apikey.Key, error) {
+					lookups.Add(1)
+					k, err := apikey.Resolve(ctx, c.Pool, presented)
+					if hold.Load() {
+						resolved <- struct{}{}
+						<-resume
+					}
+					return k, err
+				}
+			})
+			key := a.client()
+			hold.Store(true)
+			first := make(chan response, 1)
+			go func() { first <- a.get(key, "/v1/ledger/accounts/x") }()
+			<-resolved // the key was read, live
+			hold.Store(false)
+			if _, err := a.pool.Exec(t.Context(), `UPDATE api_keys SET revoked_at = now() WHERE id = $1`, a.keyIDs["acme/client"]); err != nil {
+				t.Fatal(err)
+			}
+			tt.drop(a, key)
+			close(resume)
+			// The request in flight began before the revocation; it may pass.
+			if res := <-first; res.status != http.StatusOK {
+				t.Fatalf("request in flight: %d %s", res.status, res.body)
+			}
+			wantProblem(t, a.get(key, "/v1/ledger/accounts/x"), http.StatusUnauthorized, "unauthorized")
+			if n := lookups.Load(); n != 2 {
+				t.Errorf("%d lookups, want 2: the resolution in flight was remembered", n)
+			}
+		})
+	}
+}
+
+// ForgetAllKeys (what a lost revocation listener calls) drops what is
+// cached, so keys revoked meanwhile are refused.
+func TestKeyCacheForgetAll(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, func(c *httpapi.Config) { c.KeyCacheTTL = time.Hour })
+	key := a.client()
+	if res := a.get(key, "/v1/ledger/accounts/x"); res.status != http.StatusOK {
+		t.Fatalf("%d %s", res.status, res.body)
+	}
+	if _, err := a.pool.Exec(t.Context(), `UPDATE api_keys SET revoked_at = now() WHERE id = $1`, a.keyIDs["acme/client"]); err != nil {
+		t.Fatal(err)
+	}
+	if res := a.get(key, "/v1/ledger/accounts/x"); res.status != http.StatusOK {
+		t.Fatalf("cached: %d %s, want 200", res.status, res.body)
+	}
+	a.srv.ForgetAllKeys()
+	wantProblem(t, a.get(key, "/v1/ledger/accounts/x"), http.StatusUnauthorized, "unauthorized")
 }

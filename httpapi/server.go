@@ -51,9 +51,10 @@ type Config struct {
 	// put a cache in front of the database. Default: apikey.Resolve on Pool.
 	Authenticate func(ctx context.Context, presented string) (apikey.Key, error)
 	// KeyCacheTTL is how long an API-key resolution is remembered in
-	// process, in front of Authenticate. It bounds how long this instance
-	// keeps accepting a key revoked elsewhere. Zero means
-	// DefaultKeyCacheTTL; negative turns the in-process cache off.
+	// process, in front of Authenticate. Unless Server.ForgetKey is told of
+	// revocations, it bounds how long this instance keeps accepting a key
+	// revoked elsewhere. Zero means DefaultKeyCacheTTL; negative turns the
+	// in-process cache off.
 	KeyCacheTTL time.Duration
 	// Cache, when set, serves token reads and API-key resolutions from Redis
 	// and turns away spends of tokens it knows are revoked or expired;
@@ -122,6 +123,7 @@ type Server struct {
 	log          *slog.Logger
 	maxBodyBytes int64
 	authenticate func(ctx context.Context, presented string) (apikey.Key, error)
+	keys         *keyCache // nil: no in-process key cache
 	checks       []Check
 	limiter      *keyLimiter // nil: no limit
 	cache        *cache.Cache
@@ -156,7 +158,8 @@ func New(cfg Config) (*Server, error) {
 		s.authenticate = s.resolveCached
 	}
 	if ttl := cmp.Or(cfg.KeyCacheTTL, DefaultKeyCacheTTL); ttl > 0 {
-		s.authenticate = newKeyCache(ttl, s.authenticate).authenticate
+		s.keys = newKeyCache(ttl, s.authenticate)
+		s.authenticate = s.keys.authenticate
 	}
 	if cfg.Cache.Status() != cache.StatusOff {
 		s.checks = append(s.checks, Check{Name: cacheCheck, Optional: true, Ping: func(context.Context) error {

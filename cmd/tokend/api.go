@@ -10,6 +10,7 @@ import (
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/httpapi"
 	"github.com/tokend/tokend/intent"
+	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/cache"
 	"github.com/tokend/tokend/internal/console"
 	"github.com/tokend/tokend/internal/demo"
@@ -19,7 +20,10 @@ import (
 
 // newAPI assembles everything tokend serves: the REST API with its metrics
 // and (when TOKEND_REDIS_URL is set) its cache, the demo app under /demo and
-// the operator console under /console. release closes the cache.
+// the operator console under /console. Until ctx ends or release is called,
+// the server listens for API-key revocations made anywhere and drops its
+// cached resolution of each at once. release stops that and closes the
+// cache.
 func newAPI(ctx context.Context, cfg serveConfig, pool *pgxpool.Pool, keys *token.Keyring, spender *consume.Spender, log *slog.Logger) (api *httpapi.Server, release func(), err error) {
 	m, err := metrics.New(metrics.Config{Pool: pool, Stats: func(ctx context.Context) (metrics.Stats, error) {
 		s, err := admin.Unresolved(ctx, pool)
@@ -64,6 +68,18 @@ func newAPI(ctx context.Context, cfg serveConfig, pool *pgxpool.Pool, keys *toke
 	if err != nil {
 		release()
 		return nil, nil, err
+	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		_ = apikey.Watch(watchCtx, pool, func(keyHash []byte) { api.ForgetKey(watchCtx, keyHash) }, api.ForgetAllKeys, log)
+	}()
+	closeCache := release
+	release = func() {
+		stopWatch()
+		<-watched
+		closeCache()
 	}
 	return api, release, nil
 }

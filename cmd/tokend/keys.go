@@ -69,15 +69,17 @@ func revokeKey(ctx context.Context, args []string, getenv func(string) string, s
 	return nil
 }
 
-// forgetCachedKey drops a revoked key from the lookup cache, so running
-// servers refuse it at once rather than when the cached resolution expires.
+// forgetCachedKey drops a revoked key from the lookup cache. Running servers
+// hear of the revocation from Postgres and drop the key from Redis and from
+// their memory themselves (apikey.Watch); this covers the time none is
+// listening.
 func forgetCachedKey(ctx context.Context, redisURL string, keyHash []byte, stderr io.Writer) {
 	if redisURL == "" {
 		return
 	}
 	c, err := cache.New(cache.Config{URL: redisURL})
 	if err != nil {
-		fmt.Fprintf(stderr, "tokend: TOKEND_REDIS_URL: %v; servers may accept the key until their cached resolution expires (%s)\n", err, cache.DefaultKeyTTL)
+		fmt.Fprintf(stderr, "tokend: TOKEND_REDIS_URL: %v; servers not listening for revocations may accept the key until their cached resolution expires (%s)\n", err, cache.DefaultKeyTTL)
 		return
 	}
 	defer c.Close()

@@ -134,8 +134,11 @@ func Resolve(ctx context.Context, q Querier, presented string) (Key, error) {
 // Revoke makes tenant's key id unusable from now on and returns the key's
 // hash, so a cache of resolutions can drop it. Revoking a revoked key
 // succeeds and keeps the first revocation time.
+//
+// The same statement notifies every Watch on the database, which hears of
+// it when (and only if) the transaction q belongs to commits.
 func Revoke(ctx context.Context, q Querier, tenant, id string) (keyHash []byte, err error) {
-	err = q.QueryRow(ctx, revokeSQL, tenant, id).Scan(&keyHash)
+	err = q.QueryRow(ctx, revokeSQL, tenant, id).Scan(&keyHash, nil)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
@@ -143,6 +146,21 @@ func Revoke(ctx context.Context, q Querier, tenant, id string) (keyHash []byte, 
 		return nil, fmt.Errorf("apikey: revoke: %w", err)
 	}
 	return keyHash, nil
+}
+
+// Live returns nil if tenant has a key id that is not revoked, and
+// ErrUnauthorized otherwise. It is for what names a key without presenting
+// it, such as a console session signed in with it.
+func Live(ctx context.Context, q Querier, tenant, id string) error {
+	var live bool
+	err := q.QueryRow(ctx, liveSQL, tenant, id).Scan(&live)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrUnauthorized
+	}
+	if err != nil {
+		return fmt.Errorf("apikey: live: %w", err)
+	}
+	return nil
 }
 
 func wellFormed(s string) bool {

@@ -13,7 +13,26 @@ FROM api_keys
 WHERE key_hash = $1 AND revoked_at IS NULL
 LIMIT 1`
 
+// revokedChannel is the Postgres notification channel Revoke notifies, with
+// the hex SHA-256 of the revoked key as payload, and Watch listens on.
+const revokedChannel = "tokend_api_key_revoked"
+
+// revokeSQL revokes and tells every listener in one statement: Postgres
+// delivers the notification when the transaction commits, and not at all if
+// it rolls back. A repeated revoke notifies again, which is harmless and
+// makes up for a notification a listener missed.
 const revokeSQL = `
-UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
-WHERE tenant_id = $1 AND id = $2
-RETURNING key_hash`
+WITH revoked AS (
+    UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
+    WHERE tenant_id = $1 AND id = $2
+    RETURNING key_hash
+)
+SELECT key_hash, pg_notify('` + revokedChannel + `', encode(key_hash, 'hex'))
+FROM revoked`
+
+const listenSQL = `LISTEN ` + revokedChannel
+
+// liveSQL finds a key by its id, as a session that names it does.
+const liveSQL = `
+SELECT true FROM api_keys
+WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL`
