@@ -34,6 +34,12 @@ type Config struct {
 	// error wrapping apikey.ErrUnauthorized for a key that is not valid.
 	// Default: apikey.Resolve on Pool.
 	Resolve func(ctx context.Context, presented string) (apikey.Key, error)
+	// Live returns nil while tenant's key keyID, which a session was signed
+	// in with, may still be used, and an error wrapping
+	// apikey.ErrUnauthorized once it is revoked (or gone). It is asked on
+	// every request of a signed-in session, so a revoked key's sessions end
+	// at once. Default: apikey.Live on Pool.
+	Live func(ctx context.Context, tenant, keyID string) error
 	// Path is where the console is mounted. Default DefaultPath.
 	Path string
 	// SessionTTL is how long a sign-in lasts. Default DefaultSessionTTL.
@@ -64,6 +70,7 @@ func (c Config) Validate() error {
 type Console struct {
 	pool       *pgxpool.Pool
 	resolve    func(ctx context.Context, presented string) (apikey.Key, error)
+	live       func(ctx context.Context, tenant, keyID string) error
 	path       string
 	sessionTTL time.Duration
 	log        *slog.Logger
@@ -80,6 +87,7 @@ func New(cfg Config) (*Console, error) {
 	c := &Console{
 		pool:       cfg.Pool,
 		resolve:    cfg.Resolve,
+		live:       cfg.Live,
 		path:       cmp.Or(cfg.Path, DefaultPath),
 		sessionTTL: cmp.Or(cfg.SessionTTL, DefaultSessionTTL),
 		log:        cmp.Or(cfg.Logger, slog.Default()),
@@ -89,6 +97,11 @@ func New(cfg Config) (*Console, error) {
 	if c.resolve == nil {
 		c.resolve = func(ctx context.Context, presented string) (apikey.Key, error) {
 			return apikey.Resolve(ctx, cfg.Pool, presented)
+		}
+	}
+	if c.live == nil {
+		c.live = func(ctx context.Context, tenant, keyID string) error {
+			return apikey.Live(ctx, cfg.Pool, tenant, keyID)
 		}
 	}
 	var err error

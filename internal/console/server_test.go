@@ -59,7 +59,9 @@ func (s *server) changes() []token.Record {
 	return slices.Clone(s.changed)
 }
 
-func newServer(t *testing.T) *server {
+// newServer starts the demo app and the console; configure, if any, changes
+// the console's Config.
+func newServer(t *testing.T, configure ...func(*console.Config)) *server {
 	t.Helper()
 	pool := pgtest.NewPool(t)
 	keys, err := token.NewKeyring(secretKey)
@@ -77,11 +79,15 @@ func newServer(t *testing.T) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cons, err := console.New(console.Config{Pool: pool, SecretKey: secretKey, Changed: func(_ context.Context, r token.Record) {
+	cfg := console.Config{Pool: pool, SecretKey: secretKey, Changed: func(_ context.Context, r token.Record) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.changed = append(s.changed, r)
-	}})
+	}}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	cons, err := console.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,11 +46,24 @@ func sessionOf(c *gin.Context) session {
 	return s.(session)
 }
 
-// requireOperator sends visitors who are not signed in to the sign-in page.
+// requireOperator sends visitors who are not signed in to the sign-in page,
+// and so those whose session names a key revoked since: their cookie is
+// cleared.
 func (c *Console) requireOperator(g *gin.Context) {
 	s, ok := c.current(g.Request)
 	if !ok {
 		g.Redirect(http.StatusSeeOther, c.path+"/signin")
+		g.Abort()
+		return
+	}
+	switch err := c.live(g.Request.Context(), s.Tenant, s.KeyID); {
+	case errors.Is(err, apikey.ErrUnauthorized):
+		c.setCookie(g, "", -1)
+		g.Redirect(http.StatusSeeOther, c.path+"/signin")
+		g.Abort()
+		return
+	case err != nil:
+		c.fail(g, err)
 		g.Abort()
 		return
 	}
