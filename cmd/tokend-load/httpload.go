@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -339,4 +340,34 @@ func getAll(ctx context.Context, tgt target, c int, ids []string) loadResult {
 		}
 		return nil
 	})
+}
+
+// ceilingID is a path id tokend answers 404 token_not_found without any
+// lookup: it has a token id's prefix and length, but 'z' is outside the
+// base32hex alphabet of ids, so token.ValidID refuses it before the cache or
+// Postgres is asked (httpapi getToken → lookupToken → cache.GetOrLoad and
+// inspect.Get both check ValidID first). A GET of it costs what every GET
+// costs without the read: HTTP, routing, authentication (from tokend's
+// in-process key cache once warm) and a JSON answer.
+var ceilingID = "tok_" + strings.Repeat("z", 26)
+
+// ceilingCode is the problem code of ceilingRequest's expected answer.
+const ceilingCode = "token_not_found"
+
+// ceilingRequest reads ceilingID: the no-lookup ceiling of lookups. Only a
+// 404 with code token_not_found counts as OK; anything else (a 401, a 404
+// of an unknown route, a 200) is an error.
+func ceilingRequest(tgt target) request {
+	path := "/v1/tokens/" + ceilingID
+	want := []byte(`"code":"` + ceilingCode + `"`)
+	return func(ctx context.Context, c *http.Client, _ *rand.Rand) error {
+		status, b, err := do(ctx, c, tgt, http.MethodGet, path, nil, "", false)
+		if err != nil {
+			return err
+		}
+		if status != http.StatusNotFound || !bytes.Contains(b, want) {
+			return statusError("GET", path, status, b)
+		}
+		return nil
+	}
 }

@@ -172,3 +172,71 @@ func summary(r loadResult) loadResult {
 	r.Latencies = nil
 	return r
 }
+
+// ceilingTokend answers like tokend a GET of ceilingID: 401 without the key,
+// else 404 token_not_found. checkAuth false makes it forget the key check.
+func ceilingTokend(checkAuth bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		problem := func(status int, code string) {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(status)
+			fmt.Fprintf(w, `{"type":"urn:tokend:problem:%s","title":%q,"status":%d,"detail":"x","code":%q}`, code, http.StatusText(status), status, code)
+		}
+		switch {
+		case r.URL.Path == "/healthz":
+			w.WriteHeader(http.StatusOK)
+		case checkAuth && r.Header.Get("Authorization") != "Bearer test-key":
+			problem(http.StatusUnauthorized, "unauthorized")
+		case r.Method == http.MethodGet && r.URL.Path == "/v1/tokens/"+ceilingID:
+			problem(http.StatusNotFound, "token_not_found")
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+func TestCeilingRequest(t *testing.T) {
+	ctx := context.Background()
+	srv := httptest.NewServer(ceilingTokend(true))
+	defer srv.Close()
+	tgt := target{base: srv.URL, key: "test-key"}
+	if r := runLoad(ctx, tgt, 2, 100*time.Millisecond, ceilingRequest(tgt)); r.OK == 0 || r.Errors != 0 {
+		t.Fatalf("ceiling: %+v, want only OKs", summary(r))
+	}
+	bad := target{base: srv.URL, key: "wrong"}
+	if r := runLoad(ctx, bad, 1, 50*time.Millisecond, ceilingRequest(bad)); r.OK != 0 || !strings.Contains(r.FirstErr, "401") {
+		t.Fatalf("ceiling with a wrong key: %+v, want only 401 errors", summary(r))
+	}
+	// A 404 that is not token_not_found (a route tokend does not have, say)
+	// is an error.
+	fake := httptest.NewServer(newFakeTokend())
+	defer fake.Close()
+	other := target{base: fake.URL, key: "test-key"}
+	if r := runLoad(ctx, other, 1, 50*time.Millisecond, ceilingRequest(other)); r.OK != 0 || !strings.Contains(r.FirstErr, "404") {
+		t.Fatalf("ceiling on a plain 404: %+v, want only errors", summary(r))
+	}
+}
+
+func TestProbeCeiling(t *testing.T) {
+	noAuth := httptest.NewServer(ceilingTokend(false))
+	defer noAuth.Close()
+	fake := httptest.NewServer(newFakeTokend())
+	defer fake.Close()
+	good := httptest.NewServer(ceilingTokend(true))
+	defer good.Close()
+	for _, tc := range []struct {
+		base, note string
+		ok         bool
+	}{
+		{good.URL, "", true},
+		{noAuth.URL, "wrong key: status 404", false},
+		{fake.URL, "status 404", false},
+	} {
+		b := &bench{svc: &target{base: tc.base, key: "test-key"}, res: &Results{}}
+		b.probeCeiling(context.Background())
+		notes := strings.Join(b.res.Notes, "\n")
+		if b.ceiling != tc.ok || !strings.Contains(notes, tc.note) || (tc.ok != (notes == "")) {
+			t.Errorf("%s: ceiling %v, notes %q; want %v and a note with %q", tc.base, b.ceiling, notes, tc.ok, tc.note)
+		}
+	}
+}

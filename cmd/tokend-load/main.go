@@ -5,7 +5,10 @@
 // repeat it first runs pgbench with the operation's reference script from
 // bench/ on tokend's own schema (the limit), then drives tokend with as many
 // concurrent HTTP/1.1 keep-alive workers (the service), so every service
-// figure has a limit figure measured seconds before it. It then measures
+// figure has a limit figure measured seconds before it. Lookups are measured
+// three ways: tokend, tokend+redis, and a no-lookup ceiling (a GET tokend
+// answers 404 before any read: what HTTP, routing and authentication alone
+// allow). It then measures
 // spends again with a large table (growth), and writes a table
 // (results.txt, also printed), results.json and a plot (bench.png,
 // bench.svg) to -out.

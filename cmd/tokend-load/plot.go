@@ -25,14 +25,16 @@ var (
 		opLookup: color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 	}
 	sideDashes = map[string][]vg.Length{
-		sideLimit:  {vg.Points(5), vg.Points(3)},
-		sideTokend: nil,
-		sideCached: {vg.Points(1.5), vg.Points(2)},
+		sideLimit:   {vg.Points(5), vg.Points(3)},
+		sideTokend:  nil,
+		sideCached:  {vg.Points(1.5), vg.Points(2)},
+		sideCeiling: {vg.Points(6), vg.Points(2), vg.Points(1.5), vg.Points(2)},
 	}
 	sideGlyph = map[string]draw.GlyphDrawer{
-		sideLimit:  draw.SquareGlyph{},
-		sideTokend: draw.CircleGlyph{},
-		sideCached: draw.TriangleGlyph{},
+		sideLimit:   draw.SquareGlyph{},
+		sideTokend:  draw.CircleGlyph{},
+		sideCached:  draw.TriangleGlyph{},
+		sideCeiling: draw.CrossGlyph{},
 	}
 )
 
@@ -125,7 +127,7 @@ func matrixPlot(res *Results, title, ylabel string, logY bool, y func(Row) float
 	p.Add(plotter.NewGrid())
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, op := range []string{opIssue, opSpend, opLookup} {
-		for _, side := range []string{sideLimit, sideTokend, sideCached} {
+		for _, side := range []string{sideLimit, sideTokend, sideCached, sideCeiling} {
 			var xys plotter.XYs
 			for _, r := range res.Summary {
 				if r.Phase == phaseMatrix && r.Op == op && r.Side == side && r.C > 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,10 @@ const (
 	sideLimit  = "limit"        // pgbench with a reference script of bench/
 	sideTokend = "tokend"       // tokend over HTTP, no cache
 	sideCached = "tokend+redis" // tokend over HTTP with TOKEND_REDIS_URL
+	// sideCeiling is lookups of an id tokend refuses before any read
+	// (ceilingRequest) on the uncached tokend: what a GET costs with no
+	// lookup at all, the most a cache could give.
+	sideCeiling = "tokend, no lookup"
 )
 
 // Operations compared.
@@ -105,10 +110,42 @@ type Results struct {
 	RSS      *RSS       `json:"rss,omitempty"`
 	// Cache says whether the tokend+redis figures measure a cache:
 	// "measured", or why they are pending.
-	Cache   string   `json:"cache"`
-	Profile string   `json:"profile,omitempty"`
-	Notes   []string `json:"notes,omitempty"`
+	Cache   string `json:"cache"`
+	Profile string `json:"profile,omitempty"`
+	// LookupRatios and GrowthRatio are the figures issue 7 sets targets
+	// for, as the text report prints them.
+	LookupRatios []LookupRatio `json:"lookup_ratios,omitempty"`
+	GrowthRatio  *GrowthRatio  `json:"growth_ratio,omitempty"`
+	Notes        []string      `json:"notes,omitempty"`
 }
+
+// LookupRatio compares the lookups of one concurrency with the uncached
+// tokend's: each is the median over repeats of a side's tps divided by the
+// uncached tps of the same repeat (measured seconds apart); 0 when no pair
+// exists.
+type LookupRatio struct {
+	C int `json:"c"`
+	// Cached is tokend+redis / tokend (issue 7 asks at least 3).
+	Cached float64 `json:"cached_per_uncached,omitempty"`
+	// Ceiling is the no-lookup ceiling / tokend: the most any cache could
+	// reach on this machine.
+	Ceiling float64 `json:"ceiling_per_uncached,omitempty"`
+}
+
+// GrowthRatio compares spends with the largest growth table to spends with
+// the smallest: median tps at LargeRows / median tps at SmallRows.
+type GrowthRatio struct {
+	SmallRows int64   `json:"small_rows"`
+	LargeRows int64   `json:"large_rows"`
+	Tokend    float64 `json:"tokend,omitempty"` // issue 7 asks at least 0.8
+	Limit     float64 `json:"limit,omitempty"`
+}
+
+// Targets of issue 7, printed next to the figures.
+const (
+	targetCachedPerUncached = 3.0
+	targetGrowth            = 0.8
+)
 
 // summarize groups runs by scenario and computes medians and paired ratios.
 func summarize(runs []Run) []Row {
@@ -184,7 +221,9 @@ func summarize(runs []Run) []Row {
 
 func phaseRank(p string) int { return slices.Index([]string{phaseMatrix, phaseGrowth}, p) }
 func opRank(o string) int    { return slices.Index([]string{opIssue, opSpend, opLookup}, o) }
-func sideRank(s string) int  { return slices.Index([]string{sideLimit, sideTokend, sideCached}, s) }
+func sideRank(s string) int {
+	return slices.Index([]string{sideLimit, sideTokend, sideCached, sideCeiling}, s)
+}
 
 // scenarioName is how a row is named in the table.
 func scenarioName(op, side string) string {
@@ -193,6 +232,8 @@ func scenarioName(op, side string) string {
 		return op + " limit (pgbench)"
 	case sideCached:
 		return op + " tokend+redis"
+	case sideCeiling:
+		return op + " tokend, no lookup (ceiling)"
 	}
 	return op + " tokend"
 }
@@ -239,6 +280,12 @@ func writeTable(w io.Writer, res *Results) error {
 		s.Version, s.Database, s.Fsync, s.SynchronousCommit, s.FullPageWrites, s.SharedBuffers, s.MaxConnections, res.CPUs)
 	fmt.Fprintf(w, "medians of %d repeat(s) of %ds; vs limit = median of tps/limit tps over paired repeats\n",
 		res.Config.Repeats, res.Config.DurationSeconds)
+	if line := lookupRatioLine(lookupRatios(res.Runs), res.Cache); line != "" {
+		fmt.Fprintln(w, line)
+	}
+	if line := growthRatioLine(growthRatio(res.Summary)); line != "" {
+		fmt.Fprintln(w, line)
+	}
 	if res.RSS != nil {
 		since := "reset before the run"
 		if !res.RSS.Reset {
@@ -254,6 +301,121 @@ func writeTable(w io.Writer, res *Results) error {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
 	return nil
+}
+
+// lookupRatios pairs every matrix lookup run of tokend+redis and of the
+// ceiling with the uncached tokend's run of the same concurrency and repeat,
+// and returns the median ratios per concurrency, in increasing order.
+func lookupRatios(runs []Run) []LookupRatio {
+	type pairKey struct{ c, repeat int }
+	uncached := map[pairKey]float64{}
+	for _, r := range runs {
+		if r.Phase == phaseMatrix && r.Op == opLookup && r.Side == sideTokend {
+			uncached[pairKey{r.C, r.Repeat}] = r.TPS
+		}
+	}
+	cached, ceiling := map[int][]float64{}, map[int][]float64{}
+	for _, r := range runs {
+		if r.Phase != phaseMatrix || r.Op != opLookup {
+			continue
+		}
+		u := uncached[pairKey{r.C, r.Repeat}]
+		if u <= 0 {
+			continue
+		}
+		switch r.Side {
+		case sideCached:
+			cached[r.C] = append(cached[r.C], r.TPS/u)
+		case sideCeiling:
+			ceiling[r.C] = append(ceiling[r.C], r.TPS/u)
+		}
+	}
+	cs := map[int]bool{}
+	for k := range cached {
+		cs[k] = true
+	}
+	for k := range ceiling {
+		cs[k] = true
+	}
+	var out []LookupRatio
+	for _, c := range slices.Sorted(maps.Keys(cs)) {
+		out = append(out, LookupRatio{C: c, Cached: median(cached[c]), Ceiling: median(ceiling[c])})
+	}
+	return out
+}
+
+// lookupRatioLine prints lookup ratios as one line of the text report, ""
+// when there are none.
+func lookupRatioLine(ls []LookupRatio, cache string) string {
+	if len(ls) == 0 {
+		return ""
+	}
+	cs := make([]string, len(ls))
+	for i, l := range ls {
+		cs[i] = fmt.Sprint(l.C)
+	}
+	series := func(f func(LookupRatio) float64) string {
+		vs := make([]string, len(ls))
+		for i, l := range ls {
+			vs[i] = "-"
+			if v := f(l); v > 0 {
+				vs[i] = fmt.Sprintf("%.2f", v)
+			}
+		}
+		return strings.Join(vs, " ") + " (C=" + strings.Join(cs, ",") + ")"
+	}
+	cached := series(func(l LookupRatio) float64 { return l.Cached })
+	if strings.HasPrefix(cache, "pending") {
+		cached += " [cache pending: tokend+redis does not measure a cache]"
+	}
+	return fmt.Sprintf("lookup: cached/uncached %s; no-lookup ceiling/uncached %s; medians of tps ratios over paired repeats, issue 7 asks cached/uncached ≥ %.0f",
+		cached, series(func(l LookupRatio) float64 { return l.Ceiling }), targetCachedPerUncached)
+}
+
+// growthRatio compares the growth rows of the largest table with those of
+// the smallest; nil without two sizes.
+func growthRatio(rows []Row) *GrowthRatio {
+	var g GrowthRatio
+	tps := map[string]map[int64]float64{}
+	for _, r := range rows {
+		if r.Phase != phaseGrowth || r.Op != opSpend || r.TableRows <= 0 {
+			continue
+		}
+		if g.SmallRows == 0 || r.TableRows < g.SmallRows {
+			g.SmallRows = r.TableRows
+		}
+		g.LargeRows = max(g.LargeRows, r.TableRows)
+		if tps[r.Side] == nil {
+			tps[r.Side] = map[int64]float64{}
+		}
+		tps[r.Side][r.TableRows] = r.TPS
+	}
+	if g.LargeRows <= g.SmallRows {
+		return nil
+	}
+	ratio := func(side string) float64 {
+		if small := tps[side][g.SmallRows]; small > 0 {
+			return tps[side][g.LargeRows] / small
+		}
+		return 0
+	}
+	g.Tokend, g.Limit = ratio(sideTokend), ratio(sideLimit)
+	return &g
+}
+
+// growthRatioLine prints g as one line of the text report, "" for nil.
+func growthRatioLine(g *GrowthRatio) string {
+	if g == nil {
+		return ""
+	}
+	f := func(v float64) string {
+		if v <= 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("growth: spend tps @%s / @%s rows: tokend %s (issue 7 asks ≥ %.1f), limit %s (medians)",
+		humanCount(g.LargeRows), humanCount(g.SmallRows), f(g.Tokend), targetGrowth, f(g.Limit))
 }
 
 // humanCount writes n as 10^k when it is a power of ten, else as is.

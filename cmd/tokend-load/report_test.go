@@ -5,6 +5,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,23 +21,29 @@ func sampleResults() *Results {
 					Run{Phase: phaseMatrix, Op: op, Side: sideLimit, C: c, Clients: c, Repeat: rep, TPS: 1000 * f, P50: 1, P99: 2},
 					Run{Phase: phaseMatrix, Op: op, Side: sideTokend, C: c, Clients: c, Repeat: rep, TPS: 500 * f, P50: 2, P99: 4, CPUPerOp: 100})
 				if op == opLookup {
-					runs = append(runs, Run{Phase: phaseMatrix, Op: op, Side: sideCached, C: c, Clients: c, Repeat: rep, TPS: 2000 * f, P50: 0.5, P99: 1})
+					runs = append(runs,
+						Run{Phase: phaseMatrix, Op: op, Side: sideCached, C: c, Clients: c, Repeat: rep, TPS: 2000 * f, P50: 0.5, P99: 1},
+						Run{Phase: phaseMatrix, Op: op, Side: sideCeiling, C: c, Clients: c, Repeat: rep, TPS: 1000 * f, P50: 0.7, P99: 1.5, CPUPerOp: 50})
 				}
 			}
 		}
 	}
-	for _, rows := range []int64{10_000, 10_000_000} {
+	for _, g := range []struct {
+		rows int64
+		tps  float64
+	}{{10_000, 900}, {10_000_000, 720}} {
 		runs = append(runs,
-			Run{Phase: phaseGrowth, Op: opSpend, Side: sideLimit, TableRows: rows, C: 32, Clients: 32, Repeat: 1, TPS: 900, P50: 3, P99: 9, RowsAtStart: rows + 5000},
-			Run{Phase: phaseGrowth, Op: opSpend, Side: sideTokend, TableRows: rows, C: 32, Clients: 32, Repeat: 1, TPS: 450, P50: 6, P99: 20, RowsAtStart: rows + 7000})
+			Run{Phase: phaseGrowth, Op: opSpend, Side: sideLimit, TableRows: g.rows, C: 32, Clients: 32, Repeat: 1, TPS: g.tps, P50: 3, P99: 9, RowsAtStart: g.rows + 5000},
+			Run{Phase: phaseGrowth, Op: opSpend, Side: sideTokend, TableRows: g.rows, C: 32, Clients: 32, Repeat: 1, TPS: g.tps / 2, P50: 6, P99: 20, RowsAtStart: g.rows + 7000})
 	}
 	return &Results{
 		Started: time.Unix(0, 0).UTC(), Finished: time.Unix(60, 0).UTC(),
 		Server: serverInfo{Version: "15.20", Database: "tokend_bench", Fsync: "on", SynchronousCommit: "on", FullPageWrites: "on", SharedBuffers: "128MB", MaxConnections: 100},
 		Config: Config{Concurrency: []int{1, 8, 32}, DurationSeconds: 3, Repeats: 3},
 		CPUs:   2, Runs: runs, Summary: summarize(runs),
-		RSS:   &RSS{PID: 1, Op: opSpend, C: 32, HWMKB: 40960, Reset: true},
-		Cache: "measured",
+		RSS:          &RSS{PID: 1, Op: opSpend, C: 32, HWMKB: 40960, Reset: true},
+		Cache:        "measured",
+		LookupRatios: lookupRatios(runs), GrowthRatio: growthRatio(summarize(runs)),
 	}
 }
 
@@ -58,6 +65,8 @@ func TestSummarizePairsRuns(t *testing.T) {
 			}
 		case r.Side == sideCached && r.Ratio != 2:
 			t.Errorf("cached C=%d: ratio %v, want 2", r.C, r.Ratio)
+		case r.Side == sideCeiling && (r.Op != opLookup || r.Ratio != 1 || r.CPUPerOp != 50):
+			t.Errorf("ceiling row %+v, want a lookup with ratio 1 to the limit", r)
 		case r.Side == sideLimit && r.Ratio != 0:
 			t.Errorf("a limit row has a ratio: %+v", r)
 		case r.Phase == phaseGrowth && r.Side == sideTokend && (r.Ratio != 0.5 || r.RowsAtStart != r.TableRows+7000):
@@ -70,6 +79,70 @@ func TestSummarizePairsRuns(t *testing.T) {
 	first, last := res.Summary[0], res.Summary[len(res.Summary)-1]
 	if first.Op != opIssue || first.C != 1 || first.Side != sideLimit || last.Phase != phaseGrowth || last.TableRows != 10_000_000 {
 		t.Errorf("rows out of order: first %+v last %+v", first, last)
+	}
+	// Lookups of one concurrency: limit, tokend, tokend+redis, ceiling.
+	var sides []string
+	for _, r := range res.Summary {
+		if r.Phase == phaseMatrix && r.Op == opLookup && r.C == 8 {
+			sides = append(sides, r.Side)
+		}
+	}
+	if want := []string{sideLimit, sideTokend, sideCached, sideCeiling}; !slices.Equal(sides, want) {
+		t.Errorf("lookup rows at C=8: %v, want %v", sides, want)
+	}
+}
+
+func TestLookupRatios(t *testing.T) {
+	lookup := func(side string, c, rep int, tps float64) Run {
+		return Run{Phase: phaseMatrix, Op: opLookup, Side: side, C: c, Clients: c, Repeat: rep, TPS: tps}
+	}
+	runs := []Run{
+		// C=8: per-repeat ratios 1.0, 1.5 and 3.0, median 1.5, while the
+		// ratio of the median tps would be 300/100 = 3.
+		lookup(sideTokend, 8, 1, 100), lookup(sideCached, 8, 1, 100), lookup(sideCeiling, 8, 1, 200),
+		lookup(sideTokend, 8, 2, 10), lookup(sideCached, 8, 2, 15), lookup(sideCeiling, 8, 2, 19),
+		lookup(sideTokend, 8, 3, 1000), lookup(sideCached, 8, 3, 3000), lookup(sideCeiling, 8, 3, 2100),
+		// C=1: no cached run; C=32: a ceiling run without its uncached pair.
+		lookup(sideTokend, 1, 1, 50), lookup(sideCeiling, 1, 1, 100),
+		lookup(sideCeiling, 32, 1, 100),
+		// Other phases and operations do not count.
+		{Phase: phaseMatrix, Op: opSpend, Side: sideTokend, C: 1, Repeat: 1, TPS: 1},
+		{Phase: phaseMatrix, Op: opLookup, Side: sideLimit, C: 1, Repeat: 1, TPS: 1},
+	}
+	got := lookupRatios(runs)
+	want := []LookupRatio{{C: 1, Ceiling: 2}, {C: 8, Cached: 1.5, Ceiling: 2}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("lookupRatios = %+v, want %+v", got, want)
+	}
+	line := lookupRatioLine(got, "measured")
+	for _, w := range []string{"lookup: cached/uncached - 1.50 (C=1,8)", "no-lookup ceiling/uncached 2.00 2.00 (C=1,8)", "≥ 3"} {
+		if !strings.Contains(line, w) {
+			t.Errorf("line %q lacks %q", line, w)
+		}
+	}
+	if strings.Contains(line, "pending") || !strings.Contains(lookupRatioLine(got, "pending: no Redis"), "cache pending") {
+		t.Errorf("a pending cache must be flagged, and only then: %q", line)
+	}
+	if lookupRatios(runs[:1]) != nil || lookupRatioLine(nil, "") != "" {
+		t.Errorf("no pairs, no line")
+	}
+}
+
+func TestGrowthRatio(t *testing.T) {
+	g := growthRatio(sampleResults().Summary)
+	if g == nil || g.SmallRows != 10_000 || g.LargeRows != 10_000_000 || g.Tokend != 0.8 || g.Limit != 0.8 {
+		t.Fatalf("growthRatio = %+v, want 10^7/10^4 of 0.8 for both", g)
+	}
+	if line := growthRatioLine(g); line != "growth: spend tps @10^7 / @10^4 rows: tokend 0.80 (issue 7 asks ≥ 0.8), limit 0.80 (medians)" {
+		t.Errorf("line %q", line)
+	}
+	one := []Row{{Phase: phaseGrowth, Op: opSpend, Side: sideTokend, TableRows: 10_000, TPS: 1}}
+	if growthRatio(one) != nil || growthRatioLine(nil) != "" {
+		t.Errorf("one table size gives no ratio")
+	}
+	noLimit := append(one, Row{Phase: phaseGrowth, Op: opSpend, Side: sideTokend, TableRows: 20_000, TPS: 0.5})
+	if line := growthRatioLine(growthRatio(noLimit)); !strings.Contains(line, "tokend 0.50") || !strings.Contains(line, "limit -") {
+		t.Errorf("line %q", line)
 	}
 }
 
@@ -105,12 +178,15 @@ func TestWriteFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(back.Runs) != len(res.Runs) || len(back.Summary) != len(res.Summary) || back.RSS.HWMKB != 40960 {
+	if len(back.Runs) != len(res.Runs) || len(back.Summary) != len(res.Summary) || back.RSS.HWMKB != 40960 ||
+		!slices.Equal(back.LookupRatios, res.LookupRatios) || *back.GrowthRatio != *res.GrowthRatio {
 		t.Fatalf("results.json does not round-trip")
 	}
 
 	txt, _ := os.ReadFile(filepath.Join(dir, "results.txt"))
-	for _, want := range []string{"spend limit (pgbench)", "lookup tokend+redis", "0.50", "fsync=on", "40.0 MiB", "10^7"} {
+	for _, want := range []string{"spend limit (pgbench)", "lookup tokend+redis", "lookup tokend, no lookup (ceiling)", "0.50", "fsync=on", "40.0 MiB", "10^7",
+		"lookup: cached/uncached 4.00 4.00 4.00 (C=1,8,32); no-lookup ceiling/uncached 2.00 2.00 2.00 (C=1,8,32)",
+		"growth: spend tps @10^7 / @10^4 rows: tokend 0.80"} {
 		if !bytes.Contains(txt, []byte(want)) {
 			t.Errorf("results.txt lacks %q:\n%s", want, txt)
 		}

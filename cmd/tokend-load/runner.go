@@ -52,6 +52,7 @@ type bench struct {
 	bestTPS   map[string]float64 // fastest spend/issue seen, per side, to size pools
 	warmed    map[string]int     // lookup ids already read once, per side
 	pprof     bool               // tokend serves /debug/pprof/
+	ceiling   bool               // the -url tokend answers ceilingRequest as expected
 }
 
 func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
@@ -101,6 +102,8 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 func (b *bench) finishResults() {
 	b.res.Finished = time.Now().UTC()
 	b.res.Summary = summarize(b.res.Runs)
+	b.res.LookupRatios = lookupRatios(b.res.Runs)
+	b.res.GrowthRatio = growthRatio(b.res.Summary)
 }
 
 // finish prints the table and writes the files.
@@ -145,6 +148,9 @@ func (b *bench) run(ctx context.Context) error {
 		}
 	}
 	b.probePprof(ctx)
+	if slices.Contains(b.cfg.Ops, opLookup) && b.svc != nil {
+		b.probeCeiling(ctx)
+	}
 
 	if err := b.ensureLimitKeys(ctx, initialLimitKeys); err != nil {
 		return err
@@ -171,7 +177,9 @@ func (b *bench) run(ctx context.Context) error {
 	return nil
 }
 
-// matrixOp measures op at concurrency c: the limit, then the service.
+// matrixOp measures op at concurrency c: the limit, then the service. For
+// lookups the service is tokend, then tokend+redis, then the no-lookup
+// ceiling on the uncached tokend, so the three are paired like the limit.
 func (b *bench) matrixOp(ctx context.Context, op string, c, rep int) error {
 	if err := b.limit(ctx, phaseMatrix, op, c, rep, 0); err != nil {
 		return err
@@ -182,8 +190,16 @@ func (b *bench) matrixOp(ctx context.Context, op string, c, rep int) error {
 	if err := b.service(ctx, phaseMatrix, op, sideTokend, *b.svc, b.cfg.pid, c, rep, 0); err != nil {
 		return err
 	}
-	if op == opLookup && b.cached != nil {
-		return b.service(ctx, phaseMatrix, op, sideCached, *b.cached, b.cfg.cachedPID, c, rep, 0)
+	if op != opLookup {
+		return nil
+	}
+	if b.cached != nil {
+		if err := b.service(ctx, phaseMatrix, op, sideCached, *b.cached, b.cfg.cachedPID, c, rep, 0); err != nil {
+			return err
+		}
+	}
+	if b.ceiling {
+		return b.service(ctx, phaseMatrix, op, sideCeiling, *b.svc, b.cfg.pid, c, rep, 0)
 	}
 	return nil
 }
@@ -251,16 +267,18 @@ func (b *bench) service(ctx context.Context, phase, op, side string, tgt target,
 	secs := b.cfg.DurationSeconds
 	d := time.Duration(secs) * time.Second
 	var req request
-	switch op {
-	case opIssue:
+	switch {
+	case side == sideCeiling:
+		req = ceilingRequest(tgt)
+	case op == opIssue:
 		req = issueRequest(tgt, b.pool, 0)
-	case opSpend:
+	case op == opSpend:
 		need := b.need(side, guessServiceTPS, c)
 		if err := b.ensureTokens(ctx, tgt, need); err != nil {
 			return err
 		}
 		req = spendRequest(tgt, b.pool)
-	case opLookup:
+	case op == opLookup:
 		ids := b.pool.lookupIDs()
 		if len(ids) == 0 {
 			if err := b.ensureTokens(ctx, tgt, 1000); err != nil {
@@ -377,7 +395,7 @@ func (b *bench) record(r Run) {
 	if r.Note != "" {
 		note = " (" + r.Note + ")"
 	}
-	b.logf("  %-24s C=%-3d clients=%-3d tps=%8.1f p50=%7.2fms p99=%7.2fms errors=%d%s",
+	b.logf("  %-34s C=%-3d clients=%-3d tps=%8.1f p50=%7.2fms p99=%7.2fms errors=%d%s",
 		scenarioName(r.Op, r.Side), r.C, r.Clients, r.TPS, r.P50, r.P99, r.Errors, note)
 }
 
@@ -504,6 +522,32 @@ func (b *bench) fetchProfile(ctx context.Context, tgt target, secs int) string {
 		return "profile: " + err.Error()
 	}
 	return path + " (go tool pprof -top " + path + ")"
+}
+
+// probeCeiling checks, before any run, that the -url tokend answers a GET of
+// ceilingID 404 token_not_found with the key, and 401 with a wrong one: then
+// the ceiling row measures authenticated requests that reached the handler.
+// Otherwise the row is left out, with a note saying why.
+func (b *bench) probeCeiling(ctx context.Context) {
+	client, tr := newClient(1)
+	defer tr.CloseIdleConnections()
+	err := ceilingRequest(*b.svc)(ctx, client, nil)
+	if err == nil {
+		bad := target{base: b.svc.base, key: "tokend-load-not-a-key"}
+		path := "/v1/tokens/" + ceilingID
+		status, body, derr := do(ctx, client, bad, http.MethodGet, path, nil, "", false)
+		switch {
+		case derr != nil:
+			err = derr
+		case status != http.StatusUnauthorized:
+			err = fmt.Errorf("GET %s with a wrong key: status %d, want 401: %.200s", path, status, body)
+		}
+	}
+	if err != nil {
+		b.res.Notes = append(b.res.Notes, "no-lookup ceiling left out, tokend did not answer as expected: "+err.Error())
+		return
+	}
+	b.ceiling = true
 }
 
 func joinNote(a, b string) string {
