@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/pprof"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -27,7 +29,8 @@ import (
 // authenticated (a wrong key gets 401), reaches the handler (404 with code
 // token_not_found, not a router's 404) and takes no Postgres connection, while
 // a GET of an unknown id of the right shape does. Then it runs a short bench
-// against that API and checks the ceiling row and the ratio line.
+// against that API, with a debug listener, and checks the ceiling row, the
+// ratio line and the profiles.
 func TestCeilingOnTokend(t *testing.T) {
 	pgbenchPath, psqlPath := tools(t)
 	ctx := context.Background()
@@ -95,9 +98,14 @@ func TestCeilingOnTokend(t *testing.T) {
 		t.Fatalf("GET of an unknown token id: %d %q and no Postgres connection; the check above proves nothing", status, code)
 	}
 
+	debug := http.NewServeMux()
+	debug.HandleFunc("/debug/pprof/", pprof.Index)
+	debug.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	debugSrv := httptest.NewServer(debug)
+	defer debugSrv.Close()
 	cfg := Config{
 		db: url, benchDir: "../../bench", out: t.TempDir(), pgbench: pgbenchPath, psql: psqlPath,
-		URL: srv.URL, key: key,
+		URL: srv.URL, key: key, PprofURL: debugSrv.URL,
 		Concurrency: []int{2}, DurationSeconds: 1, Repeats: 1, Ops: []string{opIssue, opSpend, opLookup},
 		GrowthC: 2, RSSC: 2, Accounts: 10, Headroom: 5,
 	}
@@ -127,6 +135,15 @@ func TestCeilingOnTokend(t *testing.T) {
 	for _, want := range []string{"lookup tokend, no lookup (ceiling)", "no-lookup ceiling/uncached", "cached/uncached - (C=2)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	if res.Profile != "" || len(res.Profiles) != 2 {
+		t.Fatalf("profile %q, profiles %q; want one of issue and one of spend", res.Profile, res.Profiles)
+	}
+	for i, op := range []string{opIssue, opSpend} {
+		path := cfg.out + "/tokend-" + op + "-cpu.pprof"
+		if fi, err := os.Stat(path); err != nil || fi.Size() == 0 || !strings.HasPrefix(res.Profiles[i], op+": "+path) {
+			t.Errorf("%s profile: %q, %v", op, res.Profiles[i], err)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/http/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -237,6 +238,30 @@ func TestProbeCeiling(t *testing.T) {
 		notes := strings.Join(b.res.Notes, "\n")
 		if b.ceiling != tc.ok || !strings.Contains(notes, tc.note) || (tc.ok != (notes == "")) {
 			t.Errorf("%s: ceiling %v, notes %q; want %v and a note with %q", tc.base, b.ceiling, notes, tc.ok, tc.note)
+		}
+	}
+}
+
+func TestProbePprof(t *testing.T) {
+	debug := http.NewServeMux()
+	debug.HandleFunc("/debug/pprof/", pprof.Index)
+	withPprof := httptest.NewServer(debug)
+	defer withPprof.Close()
+	api := httptest.NewServer(newFakeTokend()) // an API address: no profiler there
+	defer api.Close()
+	for _, tc := range []struct {
+		url, note string
+		ok        bool
+	}{
+		{withPprof.URL, "", true},
+		{"", "no -pprof-url", false},
+		{api.URL, "serves no /debug/pprof/ (status 401", false},
+	} {
+		b := &bench{cfg: Config{PprofURL: tc.url}, svc: &target{base: api.URL}, res: &Results{}}
+		b.probePprof(context.Background())
+		if b.pprof != tc.ok || !strings.Contains(b.res.Profile, tc.note) || tc.ok != (b.res.Profile == "") ||
+			!tc.ok && !strings.Contains(b.res.Profile, "TOKEND_DEBUG_LISTEN") {
+			t.Errorf("-pprof-url %q: pprof %v, note %q; want %v and a note with %q", tc.url, b.pprof, b.res.Profile, tc.ok, tc.note)
 		}
 	}
 }

@@ -32,6 +32,9 @@
 //	-key KEY          a client API key of tokend (env TOKEND_LOAD_KEY)
 //	-pid, -cached-pid process ids of the two tokend instances, for their
 //	                  CPU time per request and peak RSS (/proc/PID)
+//	-pprof-url URL    base URL of the -url tokend's debug listener (tokend
+//	                  serve with TOKEND_DEBUG_LISTEN), for CPU profiles of
+//	                  its spends and issues; empty: no profile
 //	-redis URL        the Redis the cached instance uses, to check that it
 //	                  really caches (keys appear after lookups)
 //	-cache-note TEXT  why the cached column is pending, when the caller knows
@@ -79,6 +82,7 @@ import (
 type Config struct {
 	URL             string   `json:"url,omitempty"`
 	CachedURL       string   `json:"cached_url,omitempty"`
+	PprofURL        string   `json:"pprof_url,omitempty"`
 	Concurrency     []int    `json:"concurrency"`
 	DurationSeconds int      `json:"duration_s"`
 	Repeats         int      `json:"repeats"`
@@ -149,6 +153,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.StringVar(&cfg.key, "key", "", "client API key (env TOKEND_LOAD_KEY)")
 	fs.IntVar(&cfg.pid, "pid", 0, "process id of the -url tokend, for CPU time and peak RSS")
 	fs.IntVar(&cfg.cachedPID, "cached-pid", 0, "process id of the -cached-url tokend")
+	fs.StringVar(&cfg.PprofURL, "pprof-url", "", "base URL of the -url tokend's debug listener (TOKEND_DEBUG_LISTEN), for CPU profiles; empty: none")
 	fs.StringVar(&cfg.redis, "redis", "", "Redis URL the cached tokend uses, to check that it caches")
 	fs.StringVar(&cfg.cacheNote, "cache-note", "", "why the cached column is pending, when the caller knows")
 	fs.StringVar(&conc, "c", defaultConcurrency, "comma-separated concurrencies")
@@ -232,6 +237,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	}
 	cfg.URL = strings.TrimRight(cfg.URL, "/")
 	cfg.CachedURL = strings.TrimRight(cfg.CachedURL, "/")
+	cfg.PprofURL = strings.TrimRight(cfg.PprofURL, "/")
 	for _, b := range []struct {
 		path *string
 		name string

@@ -110,8 +110,11 @@ type Results struct {
 	RSS      *RSS       `json:"rss,omitempty"`
 	// Cache says whether the tokend+redis figures measure a cache:
 	// "measured", or why they are pending.
-	Cache   string `json:"cache"`
-	Profile string `json:"profile,omitempty"`
+	Cache string `json:"cache"`
+	// Profile says why no profile was taken; Profiles are those taken, as
+	// "op: path (how to read it)" or "op: what went wrong".
+	Profile  string   `json:"profile,omitempty"`
+	Profiles []string `json:"profiles,omitempty"`
 	// LookupRatios and GrowthRatio are the figures issue 7 sets targets
 	// for, as the text report prints them.
 	LookupRatios []LookupRatio `json:"lookup_ratios,omitempty"`
@@ -296,6 +299,9 @@ func writeTable(w io.Writer, res *Results) error {
 	fmt.Fprintf(w, "cache: %s\n", res.Cache)
 	if res.Profile != "" {
 		fmt.Fprintf(w, "profile: %s\n", res.Profile)
+	}
+	for _, p := range res.Profiles {
+		fmt.Fprintf(w, "profile: %s\n", p)
 	}
 	for _, n := range res.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)

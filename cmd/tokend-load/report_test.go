@@ -212,12 +212,12 @@ func TestParseFlags(t *testing.T) {
 		return map[string]string{"TOKEND_BENCH_DATABASE_URL": "postgres://x/y", "TOKEND_LOAD_KEY": "k"}[k]
 	}
 	var stderr strings.Builder
-	cfg, err := parseFlags([]string{"-quick", "-pgbench", "/bin/true", "-psql", "/bin/true", "-url", "http://h/"}, env, &stderr)
+	cfg, err := parseFlags([]string{"-quick", "-pgbench", "/bin/true", "-psql", "/bin/true", "-url", "http://h/", "-pprof-url", "http://h:6060/"}, env, &stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.DurationSeconds != 2 || cfg.Repeats != 1 || len(cfg.GrowthRows) != 2 || cfg.GrowthRows[1] != 1_000_000 ||
-		cfg.key != "k" || cfg.db != "postgres://x/y" || cfg.URL != "http://h" || len(cfg.Ops) != 3 {
+		cfg.key != "k" || cfg.db != "postgres://x/y" || cfg.URL != "http://h" || cfg.PprofURL != "http://h:6060" || len(cfg.Ops) != 3 {
 		t.Fatalf("quick config: %+v", cfg)
 	}
 	cfg, err = parseFlags([]string{"-quick", "-repeats", "2", "-growth", "", "-ops", "spend,issue", "-pgbench", "/bin/true", "-psql", "/bin/true"}, env, &stderr)

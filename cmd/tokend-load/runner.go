@@ -51,7 +51,7 @@ type bench struct {
 	bgRows    int64              // background rows loaded
 	bestTPS   map[string]float64 // fastest spend/issue seen, per side, to size pools
 	warmed    map[string]int     // lookup ids already read once, per side
-	pprof     bool               // tokend serves /debug/pprof/
+	pprof     bool               // -pprof-url serves /debug/pprof/
 	ceiling   bool               // the -url tokend answers ceilingRequest as expected
 }
 
@@ -301,9 +301,9 @@ func (b *bench) service(ctx context.Context, phase, op, side string, tgt target,
 		rssReset = resetPeakRSS(pid) == nil
 	}
 	var profile chan string
-	if b.pprof && side == sideTokend && op == opSpend && c == b.cfg.RSSC && rep == 1 && phase == phaseMatrix {
+	if b.pprof && side == sideTokend && (op == opSpend || op == opIssue) && c == b.cfg.RSSC && rep == 1 && phase == phaseMatrix {
 		profile = make(chan string, 1)
-		go func() { profile <- b.fetchProfile(ctx, tgt, secs) }()
+		go func() { profile <- b.fetchProfile(ctx, op, secs) }()
 	}
 	rowsAtStart := b.rowsNow(ctx, phase)
 	cpu0, cpuErr := procCPU(pid)
@@ -333,7 +333,7 @@ func (b *bench) service(ctx context.Context, phase, op, side string, tgt target,
 		}
 	}
 	if profile != nil {
-		b.res.Profile = <-profile
+		b.res.Profiles = append(b.res.Profiles, op+": "+<-profile)
 	}
 	b.record(run)
 	return nil
@@ -474,29 +474,41 @@ func (b *bench) checkCache() {
 	}
 }
 
-// probePprof checks whether tokend serves net/http/pprof.
+// probePprof checks whether -pprof-url serves net/http/pprof: tokend
+// serves it only on the listener TOKEND_DEBUG_LISTEN names, never on the API.
 func (b *bench) probePprof(ctx context.Context) {
 	if b.svc == nil {
 		return
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.svc.base+"/debug/pprof/", nil)
+	const elsewise = "profile the spend path with: go test -run '^$' -bench BenchmarkSpend -cpuprofile spend.pprof ./consume"
+	if b.cfg.PprofURL == "" {
+		b.res.Profile = "no -pprof-url, so no profile of tokend: start the -url tokend with TOKEND_DEBUG_LISTEN=127.0.0.1:PORT and pass -pprof-url http://127.0.0.1:PORT (scripts/bench does); or " + elsewise
+		return
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.cfg.PprofURL+"/debug/pprof/", nil)
 	if err != nil {
+		b.res.Profile = "-pprof-url: " + err.Error()
 		return
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err == nil {
 		resp.Body.Close()
 		b.pprof = resp.StatusCode == http.StatusOK
+		if !b.pprof {
+			err = fmt.Errorf("status %s", resp.Status)
+		}
 	}
 	if !b.pprof {
-		b.res.Profile = "tokend serves no /debug/pprof/; profile the spend path with: go test -run '^$' -bench BenchmarkSpend -cpuprofile spend.pprof ./consume"
+		b.res.Profile = fmt.Sprintf("-pprof-url %s serves no /debug/pprof/ (%v): was the -url tokend started with TOKEND_DEBUG_LISTEN on that address? Or %s",
+			b.cfg.PprofURL, err, elsewise)
 	}
 }
 
-// fetchProfile takes a CPU profile of tokend while a run goes on and saves
-// it next to the results; it returns the path or what went wrong.
-func (b *bench) fetchProfile(ctx context.Context, tgt target, secs int) string {
-	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", tgt.base, max(secs-1, 1))
+// fetchProfile takes a CPU profile of the -url tokend from its debug
+// listener while a run of op goes on and saves it next to the results; it
+// returns the path or what went wrong.
+func (b *bench) fetchProfile(ctx context.Context, op string, secs int) string {
+	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", b.cfg.PprofURL, max(secs-1, 1))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return "profile: " + err.Error()
@@ -512,7 +524,7 @@ func (b *bench) fetchProfile(ctx context.Context, tgt target, secs int) string {
 	if err := os.MkdirAll(b.cfg.out, 0o755); err != nil {
 		return "profile: " + err.Error()
 	}
-	path := filepath.Join(b.cfg.out, "tokend-spend-cpu.pprof")
+	path := filepath.Join(b.cfg.out, "tokend-"+op+"-cpu.pprof")
 	f, err := os.Create(path)
 	if err != nil {
 		return "profile: " + err.Error()
