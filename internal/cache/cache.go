@@ -18,7 +18,10 @@ type Observer interface {
 	// "secret" or "apikey". A lookup ends in "hit", "miss", "garbage" (an
 	// unreadable entry, or one for another tenant or token: ignored and
 	// removed), "error" (Redis failed) or "skipped" (the breaker is open).
-	// A write is counted only when it fails, as "error".
+	// A write is counted only when it fails, as "error". A token served
+	// from the in-process copy (Config.LocalTTL) asks Redis nothing, yet is
+	// counted as a "hit", so that the hit ratio stays the cache's as a
+	// whole.
 	ObserveCache(kind, result string)
 	// ObserveBreaker reports the breaker's state when the Cache is made and
 	// after each change: "closed", "open" or "half_open".
@@ -59,6 +62,7 @@ type Cache struct {
 	cfg     Config
 	breaker *breaker
 	flights singleflight.Group
+	local   *local // terminal tokens in process; nil when off or disabled
 }
 
 // New returns a Cache configured by cfg. It does not contact Redis: a Redis
@@ -83,6 +87,7 @@ func New(cfg Config) (*Cache, error) {
 	}
 	c.breaker = newBreaker(cfg.BreakerThreshold, cfg.BreakerCooldown, onChange)
 	c.rdb = build()
+	c.local = newLocal(cfg.LocalTTL, cfg.LocalMax)
 	return c, nil
 }
 

@@ -13,6 +13,8 @@ const (
 	DefaultTimeout          = 50 * time.Millisecond
 	DefaultBreakerThreshold = 5
 	DefaultBreakerCooldown  = 5 * time.Second
+	DefaultLocalTTL         = 30 * time.Second
+	DefaultLocalMax         = 10_000
 )
 
 // Config configures a Cache. The zero value is valid and caches nothing.
@@ -50,6 +52,23 @@ type Config struct {
 	// Redis before it lets one through to probe it. Zero means
 	// DefaultBreakerCooldown.
 	BreakerCooldown time.Duration
+	// LocalTTL is how long a token read in a terminal state (consumed,
+	// failed, revoked, expired) is kept in this process and served without
+	// asking Redis, whose GET costs about as much as Postgres's primary key
+	// lookup does. Such a record never changes, so other instances need not
+	// invalidate the copy; it is dropped a minute before the token's
+	// RetainUntil at the latest, so that it never outlives the purge.
+	// LocalTTL bounds the copy's life anyway, should the row go by a path
+	// that invalidates nothing (an operator's SQL, a restore). Zero means
+	// DefaultLocalTTL; negative keeps nothing in process. The layer is part
+	// of the Redis cache: without a URL there is none, and while Redis is
+	// failing (StatusDegraded) nothing new is kept.
+	LocalTTL time.Duration
+	// LocalMax bounds how many tokens LocalTTL keeps in process, and so
+	// the memory they take: a record and its stored result body each. A
+	// new entry in a full layer evicts an arbitrary one. Zero means
+	// DefaultLocalMax.
+	LocalMax int
 	// Observer, if set, is told the result of every Redis operation and each
 	// change of the breaker's state, for metrics.
 	Observer Observer
@@ -68,6 +87,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("cache: BreakerThreshold %d is negative", c.BreakerThreshold)
 	case c.BreakerCooldown < 0:
 		return fmt.Errorf("cache: BreakerCooldown %v is negative", c.BreakerCooldown)
+	case c.LocalMax < 0:
+		return fmt.Errorf("cache: LocalMax %d is negative", c.LocalMax)
 	}
 	if c.URL != "" {
 		if _, err := parseURL(c.URL, DefaultTimeout); err != nil {
@@ -96,6 +117,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.BreakerCooldown == 0 {
 		c.BreakerCooldown = DefaultBreakerCooldown
+	}
+	if c.LocalTTL == 0 {
+		c.LocalTTL = DefaultLocalTTL
+	}
+	if c.LocalMax == 0 {
+		c.LocalMax = DefaultLocalMax
 	}
 	return c
 }

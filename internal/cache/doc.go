@@ -27,6 +27,14 @@
 // bound on how stale a read can be. Tokens the sweeper expires, lapses or
 // purges are not invalidated one by one; the same bound applies.
 //
+// A token in a terminal state is kept in process as well (Config.LocalTTL)
+// and served from there without a call to Redis, whose GET costs about as
+// much as Postgres's lookup by primary key. Such a token never changes
+// again; its row only goes when it is purged after its RetainUntil, and the
+// copy is dropped a minute before that. So the copy needs no invalidation
+// from other instances. Tokens that may still change are never kept in
+// process.
+//
 // A Cache made from a Config without a URL, and a nil *Cache, cache nothing:
 // every call goes straight to its loader.
 package cache

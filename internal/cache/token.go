@@ -14,6 +14,9 @@ func (c *Cache) Get(ctx context.Context, tenant, id string) (rec token.Record, o
 	if c.off() || !token.ValidID(id) {
 		return token.Record{}, false
 	}
+	if rec, ok := c.localToken(tenant, id); ok {
+		return rec, true
+	}
 	return c.readToken(ctx, tenant, id)
 }
 
@@ -22,6 +25,10 @@ func (c *Cache) Get(ctx context.Context, tenant, id string) (rec token.Record, o
 // lookup and at most one load; they get the same Record, whose slices and
 // pointers they must treat as read-only.
 //
+// A token in a terminal state, once read, is also kept in process (see
+// Config.LocalTTL) and served from there without a call to Redis; the
+// record is shared read-only in the same way.
+//
 // Errors from load are returned as they are, and nothing is cached for
 // them, not even token.ErrNotFound: a token that is not there yet may be
 // issued any moment. An id that is not a token id's shape is passed to
@@ -29,6 +36,9 @@ func (c *Cache) Get(ctx context.Context, tenant, id string) (rec token.Record, o
 func (c *Cache) GetOrLoad(ctx context.Context, tenant, id string, load func(context.Context) (token.Record, error)) (token.Record, error) {
 	if c.off() || !token.ValidID(id) {
 		return load(ctx)
+	}
+	if rec, ok := c.localToken(tenant, id); ok {
+		return rec, nil
 	}
 	key := c.tokenKey(tenant, id)
 	return shared(ctx, &c.flights, key, func(ctx context.Context) (token.Record, error) {
@@ -40,6 +50,7 @@ func (c *Cache) GetOrLoad(ctx context.Context, tenant, id string, load func(cont
 			return rec, err
 		}
 		c.fillToken(ctx, tenant, id, rec)
+		c.keep(tenant, id, rec)
 		return rec, nil
 	})
 }
@@ -69,10 +80,16 @@ func (c *Cache) fillToken(ctx context.Context, tenant, id string, rec token.Reco
 //
 // Invalidate returns nothing: when Redis fails, the entry it meant to drop
 // stays until its TTL, the bound on staleness the cache is built on.
+//
+// It drops this process's copy of a terminal token too. No change of a
+// token needs that (a terminal token does not change), and other
+// instances keep theirs; it is a defence for what may yet come to call
+// Invalidate, such as a purge of single tokens.
 func (c *Cache) Invalidate(ctx context.Context, tenant, id string, state token.State, generation int64) {
 	if c.off() || !token.ValidID(id) {
 		return
 	}
+	c.local.drop(tenant, id)
 	v, ok := version(state, generation)
 	if !ok {
 		v = maxVersion
@@ -82,7 +99,7 @@ func (c *Cache) Invalidate(ctx context.Context, tenant, id string, state token.S
 
 // readToken reads tenant's token id from Redis. Only a record of that
 // tenant and id, whose version matches its state and generation, is served;
-// anything else is garbage.
+// anything else is garbage. A terminal record served is kept in process.
 func (c *Cache) readToken(ctx context.Context, tenant, id string) (token.Record, bool) {
 	key := c.tokenKey(tenant, id)
 	raw, ok := c.get(ctx, kindToken, key)
@@ -100,7 +117,29 @@ func (c *Cache) readToken(ctx context.Context, tenant, id string) (token.Record,
 		return token.Record{}, false
 	}
 	c.observe(kindToken, resultHit)
+	c.keep(tenant, id, rec)
 	return rec, true
+}
+
+// keep copies rec, read as tenant's token id, into the in-process layer if
+// it is terminal, but only while the breaker is closed. With Redis failing,
+// new lookups go to Postgres, as StatusDegraded says, and the copies held
+// from before are all a hit can come from; so hits resume only once Redis
+// answers again.
+func (c *Cache) keep(tenant, id string, rec token.Record) {
+	if c.breaker.current() == stateClosed {
+		c.local.put(tenant, id, rec)
+	}
+}
+
+// localToken returns tenant's token id from the in-process layer, counted
+// as a hit, if it holds a live copy.
+func (c *Cache) localToken(tenant, id string) (token.Record, bool) {
+	rec, ok := c.local.get(tenant, id)
+	if ok {
+		c.observe(kindToken, resultHit)
+	}
+	return rec, ok
 }
 
 func hasVersion(rec token.Record, v int64) bool {
