@@ -3,8 +3,10 @@
 //
 // tokend judges expiry, lease end and retention by the database's now(), so
 // instances whose clocks disagree still agree on every verdict. The process
-// clock only stamps what is recorded rather than judged: the millisecond
-// timestamp at the front of token and operation ids. A test proves that
+// clock only stamps what is recorded rather than judged (the millisecond
+// timestamp at the front of token and operation ids), and bounds how long
+// internal/cache keeps a terminal token in memory, with a margin so that a
+// clock behind the database's never shows a purged token. A test proves that
 // claim by running tokend processes whose clocks are apart, and Go's
 // time.Now cannot be faked from outside the process (it reads the vDSO, not
 // libc, so neither faketime(1) nor LD_PRELOAD reach it). Hence Now.
