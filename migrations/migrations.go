@@ -4,8 +4,11 @@ package migrations
 
 import (
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"fmt"
+	"io/fs"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/tern/v2/migrate"
@@ -42,4 +45,23 @@ func ApplyURL(ctx context.Context, url string) error {
 	}
 	defer conn.Close(ctx)
 	return Apply(ctx, conn)
+}
+
+// Checksum is a hex SHA-256 over the names and contents of the embedded
+// migration files: two binaries with the same Checksum build the same schema.
+func Checksum() (string, error) {
+	entries, err := fs.ReadDir(files, ".")
+	if err != nil {
+		return "", fmt.Errorf("migrations: %w", err)
+	}
+	h := sha256.New()
+	for _, e := range entries { // ReadDir sorts by name
+		b, err := fs.ReadFile(files, e.Name())
+		if err != nil {
+			return "", fmt.Errorf("migrations: %w", err)
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", e.Name(), len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

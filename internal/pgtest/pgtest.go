@@ -6,8 +6,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/url"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,48 +32,115 @@ func AdminURL() string {
 }
 
 // NewURL creates a migrated database for t, dropped when t ends, and returns
-// its connection URL.
+// its connection URL. The database is a copy of a template migrated once per
+// schema (see ensureTemplate), which costs a fraction of migrating each time.
 func NewURL(t testing.TB) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
+	tmpl, err := templateName()
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
 	admin, err := pgx.Connect(ctx, AdminURL())
 	if err != nil {
 		t.Fatalf("pgtest: connect to %s (set TOKEND_TEST_DATABASE_URL, or run scripts/test): %v", redact(AdminURL()), err)
 	}
 	defer admin.Close(ctx)
 
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "tokend_test_" + hex.EncodeToString(b[:])
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+	name := "tokend_test_" + randomSuffix()
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE "+pgx.Identifier{tmpl}.Sanitize()); err != nil {
 		t.Fatalf("pgtest: create database: %v", err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, AdminURL())
-		if err != nil {
-			t.Logf("pgtest: drop %s: %v", name, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-			t.Logf("pgtest: drop %s: %v", name, err)
-		}
-	})
+	t.Cleanup(func() { dropDatabase(t, name) })
+	return urlFor(name)
+}
 
+// templateName is the per-process answer of ensureTemplate: the first test of a
+// package pays for it, the others clone.
+var templateName = sync.OnceValues(func() (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return ensureTemplate(ctx)
+})
+
+// ensureTemplate returns the name of a database migrated to exactly the
+// embedded schema, creating it if no earlier run did. The name carries a hash
+// of the migration files, so a branch with other migrations gets its own
+// template and a schema change never reuses a stale one. Test packages run as
+// parallel processes: an advisory lock lets one build while the others wait,
+// and a template appears under its final name only once fully migrated, so a
+// run killed midway leaves nothing half-built behind that name.
+func ensureTemplate(ctx context.Context) (string, error) {
+	sum, err := migrations.Checksum()
+	if err != nil {
+		return "", err
+	}
+	name := "tokend_tmpl_" + sum[:16]
+
+	admin, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		return "", fmt.Errorf("connect to %s (set TOKEND_TEST_DATABASE_URL, or run scripts/test): %w", redact(AdminURL()), err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "SELECT pg_advisory_lock(hashtext($1))", name); err != nil {
+		return "", fmt.Errorf("lock template: %w", err)
+	}
+	// Closing the connection releases the lock too; unlocking first lets the
+	// waiting packages go without waiting for the close.
+	defer func() { _, _ = admin.Exec(ctx, "SELECT pg_advisory_unlock(hashtext($1))", name) }()
+
+	var exists bool
+	if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return "", fmt.Errorf("look up template: %w", err)
+	}
+	if exists {
+		return name, nil
+	}
+	building := name + "_b" + randomSuffix()
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{building}.Sanitize()); err != nil {
+		return "", fmt.Errorf("create template: %w", err)
+	}
+	if err := migrations.ApplyURL(ctx, urlFor(building)); err != nil {
+		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{building}.Sanitize()+" WITH (FORCE)")
+		return "", err
+	}
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{building}.Sanitize()+" RENAME TO "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("name template: %w", err)
+	}
+	return name, nil
+}
+
+func dropDatabase(t testing.TB, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		t.Logf("pgtest: drop %s: %v", name, err)
+		return
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		t.Logf("pgtest: drop %s: %v", name, err)
+	}
+}
+
+// urlFor is AdminURL with its database replaced by name.
+func urlFor(name string) string {
 	u, err := url.Parse(AdminURL())
 	if err != nil {
-		t.Fatalf("pgtest: admin url: %v", err)
+		// AdminURL was already used to connect, so it parses.
+		panic(fmt.Sprintf("pgtest: admin url: %v", err))
 	}
 	u.Path = "/" + name
-	dbURL := u.String()
-	if err := migrations.ApplyURL(ctx, dbURL); err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
-	return dbURL
+	return u.String()
+}
+
+func randomSuffix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // NewPool creates a migrated database for t and returns a pool on it, closed
