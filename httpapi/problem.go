@@ -102,10 +102,10 @@ var mappings = []mapping{
 	{intent.ErrInvalidRequest, http.StatusBadRequest, "invalid_request", "Invalid request", "invalid request", true},
 	{consume.ErrInvalidPayload, http.StatusBadRequest, "invalid_request", "Invalid request", "invalid payload", true},
 	{token.ErrInvalidPayload, http.StatusBadRequest, "invalid_request", "Invalid request", "invalid payload", true},
-	{token.ErrInvalidStatus, http.StatusBadRequest, "invalid_request", "Invalid request", "invalid outcome status", true},
 	{operation.ErrInvalid, http.StatusBadRequest, "invalid_request", "Invalid request", "invalid operation policy", true},
 	{admin.ErrInvalidRequest, http.StatusBadRequest, "invalid_request", "Invalid request", "invalid request", true},
 	{inspect.ErrInvalidFilter, http.StatusBadRequest, "invalid_request", "Invalid request", "invalid filter", true},
+	{token.ErrInvalidStatus, http.StatusBadRequest, "invalid_request", "Invalid request", "invalid outcome status", true},
 	{token.ErrMalformedSecret, http.StatusBadRequest, "invalid_request", "Invalid request", "token is not a well-formed token secret", false},
 	{apikey.ErrUnauthorized, http.StatusUnauthorized, "unauthorized", "Unauthorized", "a valid API key is required: Authorization: Bearer <key>", false},
 }
