@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"sync"
 	"testing"
 
 	"github.com/tokend/tokend/consume"
@@ -359,5 +360,56 @@ func TestLeaseReportRefusesBodilessStatus(t *testing.T) {
 	}
 	if got := e.row(is.Token.ID); got != before {
 		t.Errorf("refused reports changed the token: %+v, was %+v", got, before)
+	}
+}
+
+// Holders racing to report one generation: exactly one report is recorded;
+// the same report from the others is replayed, a different one refused.
+func TestLeaseReportConcurrent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.declareLease(operation.OnExpiryUnknown)
+	is := e.issue(payOp, "ivan", nil)
+	l := e.grant(is)
+
+	const n = 8
+	type result struct {
+		rec consume.Recorded
+		err error
+	}
+	results := make(chan result, 2*n)
+	var wg sync.WaitGroup
+	for i := range 2 * n {
+		wg.Go(func() {
+			r := report(is, l.Generation, map[string]string{"capture": "cap_1"})
+			if i%2 == 1 {
+				r.Result = map[string]string{"capture": "cap_2"}
+			}
+			rec, err := consume.Finish(ctx, e.pool, token.Complete, r)
+			results <- result{rec, err}
+		})
+	}
+	wg.Wait()
+	close(results)
+	var recorded, replayed, conflicts int
+	for r := range results {
+		switch {
+		case r.err == nil && !r.rec.Replayed:
+			recorded++
+		case r.err == nil:
+			replayed++
+		case errors.Is(r.err, consume.ErrReportConflict):
+			conflicts++
+		default:
+			t.Errorf("report: %v", r.err)
+		}
+	}
+	if recorded != 1 || replayed != n-1 || conflicts != n {
+		t.Errorf("recorded %d, replayed %d, refused %d; want 1, %d, %d", recorded, replayed, conflicts, n-1, n)
+	}
+	var completions int
+	if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM token_events WHERE token_id = $1 AND kind = 'complete'`, is.Token.ID).Scan(&completions); err != nil || completions != 1 {
+		t.Errorf("%d completions in the audit trail (%v), want 1", completions, err)
 	}
 }
