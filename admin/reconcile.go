@@ -35,7 +35,8 @@ const (
 type Reconciliation struct {
 	Outcome Outcome
 	// Status is the HTTP status stored and replayed: for Succeeded a 2xx,
-	// default 200; for Failed a 4xx or 5xx, default 422. NotExecuted stores
+	// default 200; for Failed a 4xx or 5xx, default 422; never one that
+	// cannot carry a body (token.CheckOutcomeStatus). NotExecuted stores
 	// nothing, so Status must be zero.
 	Status int
 	// Result is the stored result (Succeeded) or error (Failed), marshalled
@@ -49,13 +50,9 @@ type Reconciliation struct {
 // Validate reports what is wrong with r, wrapping ErrInvalidRequest.
 func (r Reconciliation) Validate() error {
 	switch r.Outcome {
-	case Succeeded:
-		if r.Status != 0 && (r.Status < 200 || r.Status > 299) {
-			return fmt.Errorf("%w: outcome succeeded needs a 2xx status, got %d", ErrInvalidRequest, r.Status)
-		}
-	case Failed:
-		if r.Status != 0 && (r.Status < 400 || r.Status > 599) {
-			return fmt.Errorf("%w: outcome failed needs a 4xx or 5xx status, got %d", ErrInvalidRequest, r.Status)
+	case Succeeded, Failed:
+		if err := token.CheckOutcomeStatus(r.to(), r.status()); err != nil {
+			return fmt.Errorf("%w: outcome %s: %w", ErrInvalidRequest, r.Outcome, err)
 		}
 	case NotExecuted:
 		if r.Status != 0 || r.Result != nil {
@@ -65,6 +62,20 @@ func (r Reconciliation) Validate() error {
 		return fmt.Errorf("%w: outcome %q: want succeeded, not_executed or failed", ErrInvalidRequest, r.Outcome)
 	}
 	return nil
+}
+
+// status is the status r stores: Status, or its outcome's default.
+func (r Reconciliation) status() int {
+	if r.Outcome == Succeeded {
+		return cmp.Or(r.Status, http.StatusOK)
+	}
+	return cmp.Or(r.Status, http.StatusUnprocessableEntity)
+}
+
+// to is the state r moves an unknown token to.
+func (r Reconciliation) to() token.State {
+	to, _ := token.Next(token.Unknown, r.action()) // every outcome is a transition from unknown
+	return to
 }
 
 // action is the token.Action that r performs.
@@ -99,11 +110,11 @@ func ReconcileTx(ctx context.Context, tx pgx.Tx, tenant, id string, r Reconcilia
 	if r.Outcome == NotExecuted {
 		return transition(ctx, tx, tenant, id, token.Unknown, a, reconcileNotExecutedSQL, tenant, id, r.Actor)
 	}
-	status, body := r.Status, consume.OutcomeBody{TokenID: id, State: to}
+	status, body := r.status(), consume.OutcomeBody{TokenID: id, State: to}
 	if r.Outcome == Succeeded {
-		status, body.Result = cmp.Or(status, http.StatusOK), r.Result
+		body.Result = r.Result
 	} else {
-		status, body.Error = cmp.Or(status, http.StatusUnprocessableEntity), r.Result
+		body.Error = r.Result
 	}
 	b, err := json.Marshal(body)
 	if err != nil {

@@ -200,6 +200,13 @@ func TestReconcileInvalid(t *testing.T) {
 		{"succeeded with a redirect", Reconciliation{Outcome: Succeeded, Status: 302}},
 		{"failed with a success status", Reconciliation{Outcome: Failed, Status: 200}},
 		{"failed with a status past 5xx", Reconciliation{Outcome: Failed, Status: 600}},
+		// Statuses that cannot carry a body: the stored body would be lost on
+		// every replay.
+		{"succeeded with 204", Reconciliation{Outcome: Succeeded, Status: 204, Result: "x"}},
+		{"succeeded with 205", Reconciliation{Outcome: Succeeded, Status: 205}},
+		{"succeeded with 304", Reconciliation{Outcome: Succeeded, Status: 304}},
+		{"failed with 103", Reconciliation{Outcome: Failed, Status: 103, Result: "x"}},
+		{"failed with 204", Reconciliation{Outcome: Failed, Status: 204}},
 		{"not executed with a status", Reconciliation{Outcome: NotExecuted, Status: 200}},
 		{"not executed with a result", Reconciliation{Outcome: NotExecuted, Result: "x"}},
 		{"result that is not JSON", Reconciliation{Outcome: Succeeded, Result: make(chan int)}},

@@ -17,6 +17,9 @@ var (
 	ErrPayloadMismatch = errors.New("consume: payload differs from the one the token was issued for")
 	// ErrNoHandler: the operation is atomic but this process has no handler for it.
 	ErrNoHandler = errors.New("consume: no handler registered for operation")
+	// ErrReportConflict: a lease holder's report differs from the one
+	// already recorded for its generation.
+	ErrReportConflict = errors.New("consume: a different report was already recorded")
 )
 
 // InProgressError is returned (it matches token.ErrInProgress) while another

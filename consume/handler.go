@@ -21,9 +21,11 @@ type Call struct {
 	Payload   []byte // the JSON the spender presented
 }
 
-// Outcome is a handler's answer. A 2xx Status consumes the token; any other
-// status is a final business failure (insufficient funds, say): the token
-// moves to failed and the outcome is replayed like a success.
+// Outcome is a handler's answer. A 2xx Status consumes the token; a 4xx or
+// 5xx is a final business failure (insufficient funds, say): the token moves
+// to failed and the outcome is replayed like a success. Any other status, or
+// one that cannot carry a body (204, 205), cannot be replayed byte for byte,
+// so the spend fails with an error and stores nothing (token.CheckOutcomeStatus).
 type Outcome struct {
 	Status int
 	Result any // marshalled to JSON once, then stored and replayed byte for byte

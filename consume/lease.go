@@ -1,6 +1,8 @@
 package consume
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,51 +50,62 @@ type Report struct {
 	Tenant     string
 	TokenID    string
 	Generation int64 // the generation the holder was granted
-	Status     int   // Complete: a 2xx, default 200; Fail: a 4xx or 5xx, default 422
-	Result     any   // Complete: the result; Fail: the error; stored and replayed
-	Actor      string
+	// Status is stored and replayed to later spends. Complete: a 2xx that
+	// carries a body, default 200; Fail: a 4xx or 5xx, default 422 (see
+	// token.CheckOutcomeStatus). ReportUnknown stores none.
+	Status int
+	Result any // Complete: the result; Fail: the error; stored and replayed
+	Actor  string
+}
+
+// Recorded is what a lease holder's report recorded, the answer to it. It
+// never carries the stored result or error: a token id is a public handle,
+// and an outcome is only for whoever holds the secret or an operator key.
+type Recorded struct {
+	TokenID    string      `json:"token_id"`
+	State      token.State `json:"state"` // the state the report moved the token to
+	Generation int64       `json:"generation"`
+	// Status is the status later spends replay; absent for ReportUnknown,
+	// which stores no outcome.
+	Status int `json:"status,omitempty"`
+	// Replayed: this report had already been recorded, with the same content.
+	Replayed bool `json:"-"`
 }
 
 // FinishTx records a lease holder's report inside tx: token.Complete,
 // token.Fail or token.ReportUnknown. The generation check and the state change
 // are one conditional UPDATE, so a holder whose lease was taken over gets
-// token.ErrStaleGeneration and writes nothing. Repeating a report that was
-// already recorded replays its stored outcome.
-func FinishTx(ctx context.Context, tx pgx.Tx, a token.Action, r Report) (Response, error) {
+// token.ErrStaleGeneration and writes nothing.
+//
+// The same report again (same generation, action, status, and a result that
+// is the same JSON value) gets the same Recorded, with Replayed set, however
+// the token moved since; a different report for that generation gets
+// ErrReportConflict. A token never leased, or a generation never granted,
+// gets token.ErrInvalidState.
+func FinishTx(ctx context.Context, tx pgx.Tx, a token.Action, r Report) (Recorded, error) {
 	to, err := token.Next(token.Pending, a)
 	if err != nil {
-		return Response{}, err
+		return Recorded{}, err
 	}
 	var body []byte
 	status := r.Status
 	switch a {
 	case token.Complete:
-		if status == 0 {
-			status = http.StatusOK
-		}
-		if status < 200 || status > 299 {
-			return Response{}, fmt.Errorf("%w: complete needs a 2xx status, got %d", ErrInvalidPayload, status)
-		}
+		status = cmp.Or(status, http.StatusOK)
 		body, err = json.Marshal(OutcomeBody{TokenID: r.TokenID, State: to, Result: r.Result})
 	case token.Fail:
-		if status == 0 {
-			status = http.StatusUnprocessableEntity
-		}
-		if status < 400 || status > 599 {
-			return Response{}, fmt.Errorf("%w: fail needs a 4xx or 5xx status, got %d", ErrInvalidPayload, status)
-		}
+		status = cmp.Or(status, http.StatusUnprocessableEntity)
 		body, err = json.Marshal(OutcomeBody{TokenID: r.TokenID, State: to, Error: r.Result})
-	case token.ReportUnknown:
-		status = http.StatusOK
-		body, err = json.Marshal(struct {
-			TokenID    string      `json:"token_id"`
-			State      token.State `json:"state"`
-			Generation int64       `json:"generation"`
-		}{r.TokenID, to, r.Generation})
 	}
 	if err != nil {
-		return Response{}, err
+		return Recorded{}, fmt.Errorf("%w: %s: result: %v", ErrInvalidPayload, a, err)
 	}
+	if a != token.ReportUnknown {
+		if err := token.CheckOutcomeStatus(to, status); err != nil {
+			return Recorded{}, fmt.Errorf("%w: %s: %w", ErrInvalidPayload, a, err)
+		}
+	}
+	rec := Recorded{TokenID: r.TokenID, State: to, Generation: r.Generation, Status: status}
 
 	var sql string
 	var args []any
@@ -103,49 +116,77 @@ func FinishTx(ctx context.Context, tx pgx.Tx, a token.Action, r Report) (Respons
 	}
 	tag, err := tx.Exec(ctx, sql, args...)
 	if err != nil {
-		return Response{}, fmt.Errorf("consume: %s: %w", a, err)
+		return Recorded{}, fmt.Errorf("consume: %s: %w", a, err)
 	}
 	if tag.RowsAffected() == 1 {
-		return Response{TokenID: r.TokenID, State: to, Status: status, Body: body, Generation: r.Generation}, nil
+		return rec, nil
 	}
-	return explainFinish(ctx, tx, a, r)
+	return explainFinish(ctx, tx, a, r, rec, body)
 }
 
-// explainFinish tells why a report changed nothing: a replay of a report
-// already recorded, or an error.
-func explainFinish(ctx context.Context, tx pgx.Tx, a token.Action, r Report) (Response, error) {
+// explainFinish tells why a report changed nothing: the same report was
+// already recorded (a replay), or an error. rec and body are what the report
+// would have recorded and stored.
+func explainFinish(ctx context.Context, tx pgx.Tx, a token.Action, r Report, rec Recorded, body []byte) (Recorded, error) {
 	var (
-		state      token.State
-		generation int64
-		status     *int
-		body       []byte
+		state        token.State
+		generation   int64
+		status       *int
+		storedBody   []byte
+		leased       bool
+		reportedKind *token.Action
 	)
-	err := tx.QueryRow(ctx, finishStateSQL, r.Tenant, r.TokenID).Scan(&state, &generation, &status, &body)
+	err := tx.QueryRow(ctx, reportStateSQL, r.Tenant, r.TokenID, r.Generation).
+		Scan(&state, &generation, &status, &storedBody, &leased, &reportedKind)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Response{}, token.ErrNotFound
+		return Recorded{}, token.ErrNotFound
 	}
 	if err != nil {
-		return Response{}, fmt.Errorf("consume: %s: %w", a, err)
+		return Recorded{}, fmt.Errorf("consume: %s: %w", a, err)
 	}
-	if generation != r.Generation {
-		return Response{}, token.ErrStaleGeneration
+	reported := reportedKind != nil
+	if reported && *reportedKind == a &&
+		(a == token.ReportUnknown || deref(status) == rec.Status && sameJSON(storedBody, body)) {
+		rec.Replayed = true
+		return rec, nil
 	}
 	switch {
-	case a == token.Complete && state == token.Consumed, a == token.Fail && state == token.Failed:
-		return Response{TokenID: r.TokenID, State: state, Status: deref(status), Body: body, Replayed: true, Generation: generation}, nil
+	case !leased:
+		return Recorded{}, fmt.Errorf("%w: cannot %s a token that was never leased", token.ErrInvalidState, a)
+	case r.Generation < generation:
+		return Recorded{}, token.ErrStaleGeneration
+	case reported:
+		return Recorded{}, fmt.Errorf("%w: a different report (%s) was already recorded for generation %d", ErrReportConflict, *reportedKind, r.Generation)
+	case r.Generation > generation:
+		return Recorded{}, fmt.Errorf("%w: generation %d was never granted", token.ErrInvalidState, r.Generation)
 	case state == token.Unknown:
-		return Response{}, token.ErrOutcomeUnknown
+		// The lease lapsed under the unknown policy: an operator decides.
+		return Recorded{}, token.ErrOutcomeUnknown
 	}
-	return Response{}, fmt.Errorf("%w: cannot %s a token that is %s", token.ErrInvalidState, a, state)
+	return Recorded{}, fmt.Errorf("%w: cannot %s a token that is %s", token.ErrInvalidState, a, state)
+}
+
+// sameJSON reports whether a and b are the same JSON value: equal in their
+// RFC 8785 canonical form, whatever their member order or number spelling.
+func sameJSON(a, b []byte) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	ca, err := token.Canonical(a, nil)
+	if err != nil {
+		return false
+	}
+	cb, err := token.Canonical(b, nil)
+	return err == nil && bytes.Equal(ca, cb)
 }
 
 // Finish is FinishTx in a transaction of its own.
-func Finish(ctx context.Context, pool *pgxpool.Pool, a token.Action, r Report) (Response, error) {
-	var resp Response
+func Finish(ctx context.Context, pool *pgxpool.Pool, a token.Action, r Report) (Recorded, error) {
+	var rec Recorded
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var err error
-		resp, err = FinishTx(ctx, tx, a, r)
+		rec, err = FinishTx(ctx, tx, a, r)
 		return err
 	})
-	return resp, err
+	return rec, err
 }

@@ -256,6 +256,11 @@ func (s *Spender) execute(ctx context.Context, tx pgx.Tx, req Request, t *locked
 	if err != nil {
 		return Response{}, err
 	}
+	if err := token.CheckOutcomeStatus(to, out.Status); err != nil {
+		// A handler bug, not the spender's: %v keeps it from being answered
+		// as a bad request. The spend rolls back and stores nothing.
+		return Response{}, fmt.Errorf("consume: %s: handler outcome cannot be stored: %v", t.operation, err)
+	}
 	body, err := json.Marshal(OutcomeBody{TokenID: t.id, State: to, Result: out.Result})
 	if err != nil {
 		return Response{}, fmt.Errorf("consume: %s: encode result: %w", t.operation, err)

@@ -487,3 +487,38 @@ func TestSpendAuditTrail(t *testing.T) {
 		t.Fatalf("events = %v, want %s", got, want)
 	}
 }
+
+// A handler answering a status that cannot be replayed byte for byte (no
+// body allowed, or neither a success nor a failure) is a handler bug: the
+// spend fails, nothing is stored, and the token stays spendable.
+func TestSpendRefusesUnreplayableHandlerStatus(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{0, 101, 204, 205, 302, 304, 600} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			t.Parallel()
+			handlers := consume.NewRegistry()
+			handlers.Register("shop.order", consume.HandlerFunc(func(ctx context.Context, tx pgx.Tx, c consume.Call) (consume.Outcome, error) {
+				_, err := tx.Exec(ctx, `CREATE TABLE effect (n int)`) // rolled back with the spend
+				return consume.Outcome{Status: status, Result: map[string]string{"order": "o_1"}}, err
+			}))
+			e := newEnvWith(t, consume.Config{Handlers: handlers})
+			ctx := context.Background()
+			if _, err := operation.Put(ctx, e.pool, tenant, operation.Policy{Name: "shop.order", Mode: operation.Atomic}); err != nil {
+				t.Fatal(err)
+			}
+			is := e.issue("shop.order", "hana", nil)
+			before := e.row(is.Token.ID)
+			resp, err := e.spender.Spend(ctx, e.pool, e.spendReq(is, nil))
+			if err == nil || errors.Is(err, consume.ErrInvalidPayload) || errors.Is(err, token.ErrInvalidStatus) {
+				t.Fatalf("spend with handler status %d = %d %s, %v; want a server error", status, resp.Status, resp.Body, err)
+			}
+			if got := e.row(is.Token.ID); got != before || got.State != token.Issued || got.Status != 0 {
+				t.Errorf("after the refused spend the token is %+v, want %+v", got, before)
+			}
+			var effect bool
+			if err := e.pool.QueryRow(ctx, `SELECT to_regclass('effect') IS NOT NULL`).Scan(&effect); err != nil || effect {
+				t.Errorf("the handler's effect survived: %v %v", effect, err)
+			}
+		})
+	}
+}

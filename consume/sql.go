@@ -78,4 +78,15 @@ WITH u AS (
 INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation)
 SELECT tenant_id, id, $4, 'report_unknown', 'pending', 'unknown', generation FROM u`
 
-const finishStateSQL = `SELECT state, generation, result_status, result_body FROM tokens WHERE tenant_id = $1 AND id = $2`
+// reportStateSQL tells why a report changed nothing: the token's standing,
+// whether it was ever leased (the first lease sets operation_id, and nothing
+// clears it), and which holder's report, if any, was recorded for the quoted
+// generation. Each generation is granted once, so there is at most one.
+const reportStateSQL = `
+SELECT t.state, t.generation, t.result_status, t.result_body, t.operation_id IS NOT NULL,
+       (SELECT e.kind FROM token_events e
+        WHERE e.tenant_id = t.tenant_id AND e.token_id = t.id AND e.generation = $3
+          AND e.kind IN ('complete', 'fail', 'report_unknown')
+        ORDER BY e.seq LIMIT 1)
+FROM tokens t
+WHERE t.tenant_id = $1 AND t.id = $2`

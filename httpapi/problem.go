@@ -93,6 +93,7 @@ var mappings = []mapping{
 	{token.ErrStaleGeneration, http.StatusConflict, "stale_generation", "Stale generation", "execution rights for this token were granted to a newer generation", false},
 	{token.ErrInvalidState, http.StatusConflict, "invalid_state", "Invalid state", "the token's state does not allow this", true},
 	{token.ErrInvalidTransition, http.StatusConflict, "invalid_state", "Invalid state", "the token's state does not allow this", true},
+	{consume.ErrReportConflict, http.StatusConflict, "report_conflict", "Report conflict", "a different report was already recorded for this generation", false},
 	{consume.ErrBindingMismatch, http.StatusForbidden, "binding_mismatch", "Binding mismatch", "the token was issued for another subject or operation", false},
 	{consume.ErrPayloadMismatch, http.StatusUnprocessableEntity, "payload_mismatch", "Payload mismatch", "the payload differs from the one the token was issued for", false},
 	{intent.ErrKeyReused, http.StatusUnprocessableEntity, "idempotency_key_reused", "Idempotency key reused", "this Idempotency-Key was already used for a different request (operation, subject, payload or ttl)", false},
@@ -104,6 +105,7 @@ var mappings = []mapping{
 	{operation.ErrInvalid, http.StatusBadRequest, "invalid_request", "Invalid request", "invalid operation policy", true},
 	{admin.ErrInvalidRequest, http.StatusBadRequest, "invalid_request", "Invalid request", "invalid request", true},
 	{inspect.ErrInvalidFilter, http.StatusBadRequest, "invalid_request", "Invalid request", "invalid filter", true},
+	{token.ErrInvalidStatus, http.StatusBadRequest, "invalid_request", "Invalid request", "invalid outcome status", true},
 	{token.ErrMalformedSecret, http.StatusBadRequest, "invalid_request", "Invalid request", "token is not a well-formed token secret", false},
 	{apikey.ErrUnauthorized, http.StatusUnauthorized, "unauthorized", "Unauthorized", "a valid API key is required: Authorization: Bearer <key>", false},
 }

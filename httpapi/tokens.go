@@ -209,17 +209,21 @@ func (s *Server) finish(c *gin.Context, a token.Action, generation *int64, statu
 	if raw := rawPayload(result); raw != nil {
 		r.Result = json.RawMessage(raw)
 	}
-	resp, err := consume.Finish(c.Request.Context(), s.pool, a, r)
+	rec, err := consume.Finish(c.Request.Context(), s.pool, a, r)
 	if err != nil {
 		Abort(c, err)
 		return
 	}
-	s.forget(c.Request.Context(), k.Tenant, resp)
-	writeOutcome(c, resp)
+	s.forget(c.Request.Context(), k.Tenant, consume.Response{TokenID: rec.TokenID, State: rec.State, Generation: rec.Generation, Replayed: rec.Replayed})
+	// 200 with what was recorded, not the stored status: the holder must
+	// tell "recorded" from "refused". Later spends get the stored outcome.
+	if rec.Replayed {
+		c.Header(replayedHeader, "true")
+	}
+	writeJSON(c, http.StatusOK, rec)
 }
 
-// writeOutcome answers with a spend's or a report's stored status and body,
-// byte for byte.
+// writeOutcome answers with a spend's stored status and body, byte for byte.
 func writeOutcome(c *gin.Context, resp consume.Response) {
 	if resp.Replayed {
 		c.Header(replayedHeader, "true")

@@ -185,7 +185,7 @@ func reconcileCmd(ctx context.Context, e *env, args []string) error {
 		result string
 	)
 	c.fs.StringVar(&req.Outcome, "outcome", "", "what happened downstream: succeeded, not_executed or failed (required)")
-	c.fs.IntVar(&req.Status, "status", 0, "the HTTP status later spends get: a 2xx for succeeded (default 200), a 4xx or 5xx for failed (default 422)")
+	c.fs.IntVar(&req.Status, "status", 0, "the HTTP status later spends get: a 2xx other than 204 and 205 for succeeded (default 200), a 4xx or 5xx for failed (default 422)")
 	c.fs.StringVar(&result, "result", "", "the JSON later spends get: the result (succeeded) or the error (failed)")
 	ids, err := c.parse(args)
 	if err != nil {

@@ -113,17 +113,27 @@ func TestLeaseHolderDies(t *testing.T) {
 					v.State, v.Generation, tc.stateAfterLate, tc.grants)
 			}
 
-			var done response
 			if heir != nil {
-				done = c.do(ctx, http.MethodPost, path+"/complete", fmt.Sprintf(`{"generation":%d,"result":{"charge":"ch_1"}}`, heir.Generation))
-				want("new holder's complete", done, answer{http.StatusOK, ""})
+				// The new holder completes, and its answer is lost: it sends
+				// the same report again and is told the same, once recorded.
+				report := fmt.Sprintf(`{"generation":%d,"result":{"charge":"ch_1"}}`, heir.Generation)
+				done := c.do(ctx, http.MethodPost, path+"/complete", report)
+				recorded := fmt.Sprintf(`{"token_id":"%s","state":"consumed","generation":%d,"status":200}`, tok.ID, heir.Generation)
+				if done.answer() != (answer{http.StatusOK, ""}) || string(done.body) != recorded || done.replayed() {
+					t.Fatalf("new holder's complete = %s, want 200 %s", done, recorded)
+				}
+				again := c.do(ctx, http.MethodPost, path+"/complete", report)
+				if again.answer() != (answer{http.StatusOK, ""}) || !bytes.Equal(again.body, done.body) || !again.replayed() {
+					t.Fatalf("new holder's complete sent again = %s (replayed %v), want %s replayed", again, again.replayed(), done.body)
+				}
 			}
+			stored := fmt.Sprintf(`{"token_id":"%s","state":"consumed","result":{"charge":"ch_1"}}`, tok.ID)
 			const laterSpends = 3
 			for i := range laterSpends {
 				r := c.spend(ctx, tok.Token, in)
 				want(fmt.Sprintf("later spend %d", i+1), r, tc.later)
-				if r.status == http.StatusOK && (!r.replayed() || !bytes.Equal(r.body, done.body)) {
-					t.Errorf("later spend %d = %s (replayed %v), want the completion %s replayed", i+1, r, r.replayed(), done.body)
+				if r.status == http.StatusOK && (!r.replayed() || string(r.body) != stored) {
+					t.Errorf("later spend %d = %s (replayed %v), want the stored outcome %s replayed", i+1, r, r.replayed(), stored)
 				}
 			}
 
@@ -132,6 +142,9 @@ func TestLeaseHolderDies(t *testing.T) {
 				t.Errorf("token at the end = %+v, want %s generation %d operation_id %s", v, tc.finalState, tc.grants, dead.OperationID)
 			}
 			trail, grants := auditTrail(ctx, t, db, tenant, tok.ID)
+			if n := int64(strings.Count(trail, "complete→")); n != tc.grants-1 {
+				t.Errorf("audit trail %s records %d completions, want %d", trail, n, tc.grants-1)
+			}
 			if grants != tc.grants {
 				t.Errorf("audit trail %s grants %d leases, want %d", trail, grants, tc.grants)
 			}
