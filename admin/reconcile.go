@@ -48,6 +48,9 @@ type Reconciliation struct {
 
 // Validate reports what is wrong with r, wrapping ErrInvalidRequest.
 func (r Reconciliation) Validate() error {
+	if err := token.CheckText("actor", r.Actor); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
 	switch r.Outcome {
 	case Succeeded:
 		if r.Status != 0 && (r.Status < 200 || r.Status > 299) {
