@@ -1,9 +1,10 @@
 package httpapi
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
-	"net/http"
+	"io"
 	"net/url"
 	"strconv"
 	"unicode/utf8"
@@ -16,9 +17,9 @@ import (
 // Every string a request carries into tokend must be text Postgres can store
 // (token.ValidText: valid UTF-8 without NUL). It is checked where strings
 // enter, once for every route: requireText checks the path parameters, the
-// query, the headers the API reads and form bodies; Decode checks JSON
-// bodies with checkJSONText. A refusal is 400 invalid_request and changes
-// nothing.
+// query, the headers the API reads and urlencoded form bodies; Decode
+// checks JSON bodies with checkJSONText. A refusal is 400 invalid_request
+// and changes nothing.
 
 // textHeaders are the request headers whose values reach the database.
 // (Authorization is only hashed; X-Request-Id is replaced unless well-formed.)
@@ -57,14 +58,23 @@ func checkRequestText(c *gin.Context) error {
 		}
 	}
 	if c.ContentType() == "application/x-www-form-urlencoded" {
-		if err := c.Request.ParseForm(); err != nil {
-			return formError(err)
-		}
-		if err := checkValues("form field", c.Request.PostForm); err != nil {
-			return err
-		}
+		return checkFormText(c)
 	}
 	return nil
+}
+
+// checkFormText checks the fields of a form body (the pages' forms) and puts
+// the body back for the handler. A form that does not parse is the handler's
+// to refuse; some clients label JSON bodies as forms (curl -d), and the API
+// decodes those as JSON, so only the fields that parse are checked.
+func checkFormText(c *gin.Context) error {
+	body, err := io.ReadAll(c.Request.Body) // bounded by limitBody
+	if err != nil {
+		return err // 413 past the limit; else the client went away
+	}
+	c.Request.Body = io.NopCloser(bytes.NewReader(body))
+	vs, _ := url.ParseQuery(string(body))
+	return checkValues("form field", vs)
 }
 
 func checkValues(what string, vs url.Values) error {
@@ -84,19 +94,11 @@ func checkValues(what string, vs url.Values) error {
 // queryErrorDetail words url.ParseQuery's error without echoing the raw
 // query, which may hold anything.
 func queryErrorDetail(err error) string {
-	if e, ok := err.(url.EscapeError); ok {
+	var e url.EscapeError
+	if errors.As(err, &e) {
 		return fmt.Sprintf("invalid percent-escape %q", string(e))
 	}
 	return err.Error()
-}
-
-// formError is ParseForm's error as a problem: 413 past the body limit, else 400.
-func formError(err error) error {
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		return err
-	}
-	return invalidRequest("the form body does not parse: " + queryErrorDetail(err))
 }
 
 func notTextProblem(what, value string) *Problem {

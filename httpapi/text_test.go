@@ -9,6 +9,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tokend/tokend/httpapi"
+	"github.com/tokend/tokend/internal/console"
+	"github.com/tokend/tokend/internal/demo"
 )
 
 // unstorable are strings Postgres cannot store in a text column: a NUL, and
@@ -25,7 +29,19 @@ var unstorable = []string{"x\x00y", "x\xffy"}
 // first), and nothing in the database changes.
 func TestEveryRouteRefusesUnstorableText(t *testing.T) {
 	t.Parallel()
-	a := newAPI(t)
+	// The pages tokend serves beside the API are walked too.
+	a := newAPI(t, func(c *httpapi.Config) {
+		const secret = "walk-server-key-0123456789abcdef0123456789"
+		app, err := demo.New(demo.Config{Pool: c.Pool, Issuer: c.Issuer, Spender: c.Spender, SecretKey: secret})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops, err := console.New(console.Config{Pool: c.Pool, SecretKey: secret})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Mounts = []httpapi.Mount{func(r httpapi.Routes) { app.Mount(r.Public); ops.Mount(r.Public) }}
+	})
 	client, operator := a.client(), a.operator()
 	a.declareLease("acme")
 	tok := a.credit(client, "walk-credit", "user-1", false)
@@ -61,6 +77,7 @@ func TestEveryRouteRefusesUnstorableText(t *testing.T) {
 	if len(routes) < len(bodies) {
 		t.Fatalf("the engine lists %d routes", len(routes))
 	}
+	t.Logf("walking %d routes", len(routes))
 	for _, rt := range routes {
 		route := rt.Method + " " + rt.Path
 		body := bodies[route]
@@ -100,6 +117,13 @@ func TestEveryRouteRefusesUnstorableText(t *testing.T) {
 			for _, b := range mutations(t, body, bad) {
 				cases = append(cases, request{method: rt.Method, path: path(bad, ""), body: b})
 			}
+			if rt.Method != http.MethodGet {
+				// The pages' forms; sent to every route, the API's too.
+				for _, b := range []string{"reason=", "name=", url.QueryEscape(bad) + "="} {
+					cases = append(cases, request{method: rt.Method, path: path(bad, ""), body: b + url.QueryEscape(bad),
+						header: http.Header{"Content-Type": {"application/x-www-form-urlencoded"}, "Origin": {"http://example.com"}}})
+				}
+			}
 		}
 		// Query strings that do not parse.
 		for _, q := range []string{"state=%zz", "limit=%zz", "%zz=1", "a=1;b=2"} {
@@ -111,7 +135,9 @@ func TestEveryRouteRefusesUnstorableText(t *testing.T) {
 				if r.header == nil {
 					r.header = http.Header{}
 				}
-				r.header.Set("Content-Type", "application/json")
+				if r.header.Get("Content-Type") == "" {
+					r.header.Set("Content-Type", "application/json")
+				}
 				if r.header.Get("Idempotency-Key") == "" {
 					r.header.Set("Idempotency-Key", "walk-issue")
 				}
@@ -201,4 +227,17 @@ func mutations(t *testing.T, body, bad string) []string {
 	}
 	walk(v, func(n any) { v = n })
 	return out
+}
+
+// A JSON body labelled as a form (curl -d without a Content-Type) is still
+// decoded as JSON: checking form fields must not eat the body.
+func TestJSONLabelledAsForm(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	res := a.do(request{method: http.MethodPost, path: "/v1/tokens", key: a.client(),
+		body:   `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":60,"payload":{"note":"50% off; 100%"}}`,
+		header: http.Header{"Idempotency-Key": {"form-labelled"}, "Content-Type": {"application/x-www-form-urlencoded"}}})
+	if res.status != http.StatusCreated {
+		t.Errorf("issue = %d %s, want 201", res.status, res.body)
+	}
 }
