@@ -20,10 +20,10 @@ import (
 
 // newAPI assembles everything tokend serves: the REST API with its metrics
 // and (when TOKEND_REDIS_URL is set) its cache, the operator console under
-// /console and, only when cfg.Demo is set, the demo app under /demo. Until ctx ends or release is called,
-// the server listens for API-key revocations made anywhere and drops its
-// cached resolution of each at once. release stops that and closes the
-// cache.
+// /console and, only when cfg.Demo is set, the demo app under /demo. Until
+// ctx ends or release is called, the server listens for API-key revocations
+// made anywhere and drops its cached resolution of each at once. release
+// stops that and closes the cache.
 func newAPI(ctx context.Context, cfg serveConfig, pool *pgxpool.Pool, keys *token.Keyring, spender *consume.Spender, log *slog.Logger) (api *httpapi.Server, release func(), err error) {
 	m, err := metrics.New(metrics.Config{Pool: pool, Stats: func(ctx context.Context) (metrics.Stats, error) {
 		s, err := admin.Unresolved(ctx, pool)
