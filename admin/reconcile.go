@@ -49,6 +49,9 @@ type Reconciliation struct {
 
 // Validate reports what is wrong with r, wrapping ErrInvalidRequest.
 func (r Reconciliation) Validate() error {
+	if err := token.CheckText("actor", r.Actor); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
 	switch r.Outcome {
 	case Succeeded, Failed:
 		if err := token.CheckOutcomeStatus(r.to(), r.status()); err != nil {

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -19,6 +20,9 @@ import (
 // re-checks the state the spend left. The loser's error names the winner's
 // state.
 func RevokeTx(ctx context.Context, tx pgx.Tx, tenant, id, reason, actor string) (token.Record, error) {
+	if err := token.CheckText("reason", reason, "actor", actor); err != nil {
+		return token.Record{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
 	return transition(ctx, tx, tenant, id, token.Issued, token.Revoke, revokeSQL, tenant, id, reason, actor)
 }
 

@@ -80,6 +80,23 @@ func TestRevokeRefused(t *testing.T) {
 	}
 }
 
+// A reason Postgres cannot store is refused with ErrInvalidRequest (not a
+// database error), and the token stays issued.
+func TestRevokeRefusesUnstorableReason(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	is := e.tokenIn(tenant, token.Issued)
+	for _, reason := range []string{"fraud\x00", "fraud\xff"} {
+		_, err := Revoke(context.Background(), e.pool, tenant, is.Token.ID, reason, "key_ops")
+		if !errors.Is(err, ErrInvalidRequest) || !errors.Is(err, token.ErrInvalidText) {
+			t.Errorf("revoke with reason %q: %v; want ErrInvalidRequest", reason, err)
+		}
+	}
+	if got, n := e.state(tenant, is.Token.ID), len(e.events(tenant, is.Token.ID)); got != token.Issued || n != 1 {
+		t.Errorf("token %s with %d events, want issued with 1", got, n)
+	}
+}
+
 // RevokeTx commits or rolls back with the caller's transaction.
 func TestRevokeTxRollsBack(t *testing.T) {
 	t.Parallel()

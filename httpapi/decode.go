@@ -15,9 +15,17 @@ import (
 
 // Decode reads c's request body, one JSON object, into dst. It is strict:
 // unknown fields, trailing data and values of the wrong type are errors that
-// name the field. Abort answers them 400, or 413 past Config.MaxBodyBytes.
+// name the field. Its strings must be text Postgres can store (valid UTF-8,
+// no NUL). Abort answers them 400, or 413 past Config.MaxBodyBytes.
 func Decode(c *gin.Context, dst any) error {
-	dec := json.NewDecoder(c.Request.Body)
+	body, err := io.ReadAll(c.Request.Body) // bounded by Config.MaxBodyBytes
+	if err != nil {
+		return decodeError(err)
+	}
+	if err := checkJSONText(body); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		return decodeError(err)

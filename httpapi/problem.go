@@ -122,6 +122,16 @@ func problemFor(err error) Problem {
 	case errors.As(err, &tooLarge):
 		return Problem{Status: http.StatusRequestEntityTooLarge, Code: "payload_too_large", Title: "Payload too large",
 			Detail: fmt.Sprintf("the request body exceeds %d bytes", tooLarge.Limit)}
+	case errors.Is(err, intent.ErrOperationChanging):
+		// Nothing is wrong with the request: the same one succeeds once the
+		// operator's redeclarations settle.
+		return Problem{Status: http.StatusServiceUnavailable, Code: "operation_changing", Title: "Operation changing",
+			Detail: "the operation was redeclared while the token was being issued; nothing was issued, retry the same request", RetryAfter: 1}
+	case notText(err):
+		// Every way in checks text first; this is the backstop, so that a
+		// path that missed it answers 400 rather than 500.
+		return Problem{Status: http.StatusBadRequest, Code: "invalid_request", Title: "Invalid request",
+			Detail: "a value is not valid UTF-8 text without NUL characters"}
 	case errors.As(err, &inProgress), errors.Is(err, token.ErrInProgress):
 		retry := 1
 		if inProgress != nil {
@@ -170,6 +180,14 @@ func wrapped(msg string) string {
 		}
 	}
 	return rest
+}
+
+// notText reports whether err is Postgres refusing a string it cannot store:
+// an invalid byte sequence (a NUL or invalid UTF-8 in a text value) or an
+// untranslatable character (\u0000 in jsonb).
+func notText(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "22021" || pgErr.Code == "22P05")
 }
 
 // unavailable reports whether err means the database cannot be reached or

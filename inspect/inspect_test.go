@@ -262,6 +262,8 @@ func TestListInvalidFilter(t *testing.T) {
 		{"cursor not base64", inspect.Filter{Cursor: "***"}},
 		{"cursor not an id", inspect.Filter{Cursor: "dG9rX3g"}}, // base64url of "tok_x"
 		{"raw id as cursor", inspect.Filter{Cursor: token.NewID()}},
+		{"NUL in subject", inspect.Filter{Subject: "user\x00"}},
+		{"operation not UTF-8", inspect.Filter{Operation: "pay\xff"}},
 	}
 	for _, tt := range tests {
 		if items, _, err := inspect.List(t.Context(), e.pool, "acme", tt.filter); !errors.Is(err, inspect.ErrInvalidFilter) {

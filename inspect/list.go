@@ -34,6 +34,9 @@ type Filter struct {
 
 // Validate reports the first thing wrong with f, wrapping ErrInvalidFilter.
 func (f Filter) Validate() error {
+	if err := token.CheckText("operation", f.Operation, "subject", f.Subject, "cursor", f.Cursor); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidFilter, err)
+	}
 	if f.State != "" {
 		if _, err := token.ParseState(string(f.State)); err != nil {
 			return fmt.Errorf("%w: state %q", ErrInvalidFilter, f.State)

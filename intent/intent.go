@@ -34,6 +34,10 @@ var (
 	ErrKeyReused = errors.New("intent: idempotency key reused with a different request")
 	// ErrInvalidRequest: the request is malformed; nothing was written.
 	ErrInvalidRequest = errors.New("intent: invalid request")
+	// ErrOperationChanging: the operation was redeclared again and again
+	// while the token was being issued; nothing was written. The same
+	// request succeeds once the declarations settle: retry it shortly.
+	ErrOperationChanging = errors.New("intent: operation is being redeclared")
 )
 
 // Request asks for a token for one business intent.
@@ -49,6 +53,9 @@ type Request struct {
 
 // Validate checks the fields that need no policy, wrapping ErrInvalidRequest.
 func (r Request) Validate() error {
+	if err := token.CheckText("tenant", r.Tenant, "operation", r.Operation, "Idempotency-Key", r.IntentID, "subject", r.Subject, "actor", r.Actor); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
 	switch {
 	case r.Tenant == "":
 		return fmt.Errorf("%w: tenant is empty", ErrInvalidRequest)
@@ -158,7 +165,7 @@ func (is *Issuer) retryStale(req Request, issue func() (Issued, error)) (Issued,
 		}
 		is.policies.Forget(req.Tenant, req.Operation)
 	}
-	return Issued{}, fmt.Errorf("intent: operation %q was redeclared %d times during one issue; retry", req.Operation, policyAttempts)
+	return Issued{}, fmt.Errorf("%w: %q changed %d times during one issue; retry", ErrOperationChanging, req.Operation, policyAttempts)
 }
 
 // candidate is a token ready to insert.

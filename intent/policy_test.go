@@ -3,8 +3,11 @@ package intent_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/pgtest"
@@ -98,5 +101,73 @@ func TestIssueTxFollowsPolicyInSameTransaction(t *testing.T) {
 	}
 	if _, err := is.IssueTx(ctx, tx, req); !errors.Is(err, intent.ErrInvalidRequest) {
 		t.Fatalf("IssueTx after lowering the maximum in the same tx: err = %v, want ErrInvalidRequest", err)
+	}
+}
+
+// redeclaringTx redeclares an operation, from another connection, right
+// before each token insert: an operator redeclaring it again and again while
+// an issue runs.
+type redeclaringTx struct {
+	pgx.Tx
+	redeclare func()
+}
+
+func (tx redeclaringTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if strings.Contains(sql, "INSERT INTO tokens") {
+		tx.redeclare()
+	}
+	return tx.Tx.QueryRow(ctx, sql, args...)
+}
+
+// An issue that keeps finding its operation redeclared under it gives up
+// with ErrOperationChanging, a refusal to retry, and writes nothing.
+func TestIssueRacingRedeclarations(t *testing.T) {
+	t.Parallel()
+	pool, is, ctx := pgtest.NewPool(t), newIssuer(t), context.Background()
+	const op = "shop.checkout"
+	put := func() {
+		if _, err := operation.Put(ctx, pool, tenant, operation.Policy{Name: op, Mode: operation.Lease}); err != nil {
+			t.Error(err)
+		}
+	}
+	put()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // committed below
+	req := request("racing")
+	req.Operation = op
+	_, err = is.IssueTx(ctx, redeclaringTx{Tx: tx, redeclare: put}, req)
+	if !errors.Is(err, intent.ErrOperationChanging) {
+		t.Fatalf("err = %v, want ErrOperationChanging", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM tokens) + (SELECT count(*) FROM token_events)`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d token rows and events written (%v), want 0", n, err)
+	}
+}
+
+// A string Postgres cannot store is refused before any query, with a typed
+// error naming the field.
+func TestIssueRefusesUnstorableText(t *testing.T) {
+	t.Parallel()
+	pool, is, ctx := pgtest.NewPool(t), newIssuer(t), context.Background()
+	for _, bad := range []string{"a\x00b", "a\xffb"} {
+		for name, set := range map[string]func(*intent.Request){
+			"operation": func(r *intent.Request) { r.Operation = bad },
+			"subject":   func(r *intent.Request) { r.Subject = bad },
+			"intent id": func(r *intent.Request) { r.IntentID = bad },
+			"actor":     func(r *intent.Request) { r.Actor = bad },
+		} {
+			req := request("text")
+			set(&req)
+			if _, err := is.Issue(ctx, pool, req); !errors.Is(err, intent.ErrInvalidRequest) {
+				t.Errorf("%s %q: err = %v, want ErrInvalidRequest", name, bad, err)
+			}
+		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+
+	"github.com/tokend/tokend/token"
 )
 
 // Mode is how a spend of an operation executes.
@@ -107,6 +109,9 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("%w: at most 32 ignored_fields", ErrInvalid)
 	}
 	for _, f := range p.IgnoredFields {
+		if err := token.CheckText("ignored field", f); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
 		if len(f) > 200 || !fieldRE.MatchString(f) {
 			return fmt.Errorf("%w: ignored field %q", ErrInvalid, f)
 		}

@@ -31,6 +31,8 @@ func TestValidate(t *testing.T) {
 		{"negative retention", func(p *operation.Policy) { p.RetentionSeconds = -1 }},
 		{"empty ignored field", func(p *operation.Policy) { p.IgnoredFields = []string{""} }},
 		{"dangling dot", func(p *operation.Policy) { p.IgnoredFields = []string{"meta."} }},
+		{"NUL in ignored field", func(p *operation.Policy) { p.IgnoredFields = []string{"trace\x00id"} }},
+		{"ignored field not UTF-8", func(p *operation.Policy) { p.IgnoredFields = []string{"trace\xffid"} }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,5 +91,11 @@ func TestStore(t *testing.T) {
 	}
 	if _, err := operation.Put(ctx, pool, "acme", operation.Policy{Name: "Bad Name"}); !errors.Is(err, operation.ErrInvalid) {
 		t.Fatalf("invalid put: %v", err)
+	}
+	// A name no declaration can have is unknown, whatever its bytes.
+	for _, name := range []string{"pay\x00ment", "pay\xffment", "Bad Name"} {
+		if _, err := operation.Get(ctx, pool, "acme", name); !errors.Is(err, operation.ErrUnknown) {
+			t.Errorf("Get(%q) = %v, want ErrUnknown", name, err)
+		}
 	}
 }

@@ -41,6 +41,11 @@ RETURNING version`
 // Get returns the policy of operation name for tenant: the tenant's own
 // declaration, else the built-in default, else an error wrapping ErrUnknown.
 func Get(ctx context.Context, q Querier, tenant, name string) (Policy, error) {
+	if !nameRE.MatchString(name) {
+		// Put refuses such a name, so none is declared; asking Postgres
+		// could only fail, and for a name that is not text, loudly.
+		return Policy{}, fmt.Errorf("%w: %q", ErrUnknown, name)
+	}
 	p, err := scan(q.QueryRow(ctx, getSQL, tenant, name))
 	if errors.Is(err, pgx.ErrNoRows) {
 		if b, ok := Builtin(name); ok {

@@ -19,11 +19,11 @@ import (
 )
 
 // newAPI assembles everything tokend serves: the REST API with its metrics
-// and (when TOKEND_REDIS_URL is set) its cache, the demo app under /demo and
-// the operator console under /console. Until ctx ends or release is called,
-// the server listens for API-key revocations made anywhere and drops its
-// cached resolution of each at once. release stops that and closes the
-// cache.
+// and (when TOKEND_REDIS_URL is set) its cache, the operator console under
+// /console and, only when cfg.Demo is set, the demo app under /demo. Until
+// ctx ends or release is called, the server listens for API-key revocations
+// made anywhere and drops its cached resolution of each at once. release
+// stops that and closes the cache.
 func newAPI(ctx context.Context, cfg serveConfig, pool *pgxpool.Pool, keys *token.Keyring, spender *consume.Spender, log *slog.Logger) (api *httpapi.Server, release func(), err error) {
 	m, err := metrics.New(metrics.Config{Pool: pool, Stats: func(ctx context.Context) (metrics.Stats, error) {
 		s, err := admin.Unresolved(ctx, pool)
@@ -40,10 +40,13 @@ func newAPI(ctx context.Context, cfg serveConfig, pool *pgxpool.Pool, keys *toke
 	log.Info("lookup cache", "status", string(c.Status()))
 
 	issuer := intent.NewIssuer(keys)
-	demoApp, err := demo.New(demo.Config{Pool: pool, Issuer: issuer, Spender: spender, SecretKey: cfg.SecretKey, Logger: log})
-	if err != nil {
-		release()
-		return nil, nil, err
+	var demoApp *demo.App
+	if cfg.Demo {
+		if demoApp, err = demo.New(demo.Config{Pool: pool, Issuer: issuer, Spender: spender, SecretKey: cfg.SecretKey, Logger: log}); err != nil {
+			release()
+			return nil, nil, err
+		}
+		log.Warn("demo app on at /demo: anyone can sign in and have tokens issued; turn TOKEND_DEMO off on a production server")
 	}
 	ops, err := console.New(console.Config{Pool: pool, SecretKey: cfg.SecretKey, Logger: log,
 		Changed: func(ctx context.Context, r token.Record) { c.Invalidate(ctx, r.Tenant, r.ID, r.State, r.Generation) },
@@ -61,7 +64,9 @@ func newAPI(ctx context.Context, cfg serveConfig, pool *pgxpool.Pool, keys *toke
 		Metrics:   m,
 		RateLimit: httpapi.RateLimit{PerSecond: cfg.RateLimit},
 		Mounts: []httpapi.Mount{func(r httpapi.Routes) {
-			demoApp.Mount(r.Public)
+			if demoApp != nil {
+				demoApp.Mount(r.Public)
+			}
 			ops.Mount(r.Public)
 		}},
 	})

@@ -59,6 +59,10 @@ type serveConfig struct {
 	// Go's profiler at /debug/pprof/ on a listener of its own, so it is
 	// never reachable through the API's address. Default: off.
 	DebugListen string
+	// Demo, when set (TOKEND_DEMO=1 or --demo), serves the demo app under
+	// /demo: anyone can sign in there with a made-up name and have tokens
+	// issued, so it is for a developer's machine. Default: off.
+	Demo bool
 	// SecretKey derives token secrets (TOKEND_SECRET_KEY, at least
 	// token.MinKeyLen bytes); PreviousSecretKeys (TOKEND_PREVIOUS_SECRET_KEYS,
 	// comma-separated) are the keys rotated out, still needed to re-issue
@@ -82,6 +86,8 @@ func (c *serveConfig) bind(fs *flag.FlagSet, env envFlags) {
 	env["sweep-interval"] = "TOKEND_SWEEP_INTERVAL"
 	fs.StringVar(&c.DebugListen, "debug-listen", "", "address for /debug/pprof/, off when empty; keep it on loopback (env TOKEND_DEBUG_LISTEN)")
 	env["debug-listen"] = "TOKEND_DEBUG_LISTEN"
+	fs.BoolVar(&c.Demo, "demo", false, "serve the demo app under /demo, where anyone may sign in; never on a production server (env TOKEND_DEMO=1)")
+	env["demo"] = "TOKEND_DEMO"
 }
 
 // readKeys takes the server keys from the environment.

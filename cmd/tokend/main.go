@@ -10,8 +10,8 @@
 //
 // Configuration comes from the environment (TOKEND_DATABASE_URL,
 // TOKEND_LISTEN, TOKEND_REDIS_URL, TOKEND_SECRET_KEY,
-// TOKEND_PREVIOUS_SECRET_KEYS, TOKEND_SHUTDOWN_TIMEOUT, TOKEND_SWEEP_INTERVAL);
-// flags override it.
+// TOKEND_PREVIOUS_SECRET_KEYS, TOKEND_SHUTDOWN_TIMEOUT, TOKEND_SWEEP_INTERVAL,
+// TOKEND_DEMO); flags override it.
 // Exit status: 0 on success, 1 on failure, 2 for a usage or configuration
 // error.
 package main
@@ -26,7 +26,7 @@ import (
 )
 
 const usage = `usage:
-  tokend serve [--listen ADDR] [--database-url URL] [--redis-url URL] [--shutdown-timeout D] [--sweep-interval D]
+  tokend serve [--listen ADDR] [--database-url URL] [--redis-url URL] [--shutdown-timeout D] [--sweep-interval D] [--demo]
   tokend migrate [--database-url URL]
   tokend keys create --tenant T --role client|operator [--database-url URL]
   tokend keys revoke --tenant T --id key_… [--database-url URL]
@@ -34,7 +34,8 @@ const usage = `usage:
 environment: TOKEND_DATABASE_URL (required), TOKEND_LISTEN (default 127.0.0.1:8080),
 TOKEND_REDIS_URL, TOKEND_SECRET_KEY (serve; at least 32 bytes),
 TOKEND_PREVIOUS_SECRET_KEYS (comma-separated), TOKEND_SHUTDOWN_TIMEOUT (default 15s),
-TOKEND_SWEEP_INTERVAL (default 1m)
+TOKEND_SWEEP_INTERVAL (default 1m),
+TOKEND_DEMO (1 serves the demo app under /demo, where anyone may sign in; default off)
 `
 
 func main() {

@@ -44,6 +44,10 @@ type Config struct {
 	TTL time.Duration
 	// Logger receives the errors that pages do not show. Default slog.Default().
 	Logger *slog.Logger
+	// VisitorLimit bounds the requests of each signed-in visitor, IPLimit
+	// those of each client address; over either, a page is answered 429.
+	// Zero means DefaultVisitorLimit and DefaultIPLimit.
+	VisitorLimit, IPLimit RateLimit
 }
 
 // Validate reports whether c is usable.
@@ -59,6 +63,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("demo: Config.SecretKey must be at least %d bytes", token.MinKeyLen)
 	case c.Path != "" && (!strings.HasPrefix(c.Path, "/") || strings.HasSuffix(c.Path, "/")):
 		return fmt.Errorf("demo: Config.Path %q must start and not end with /", c.Path)
+	case !c.VisitorLimit.valid() || !c.IPLimit.valid():
+		return errors.New("demo: Config.VisitorLimit and Config.IPLimit need a positive rate and burst, or neither")
 	}
 	return nil
 }
@@ -72,6 +78,8 @@ type App struct {
 	sessions websession.Signer
 	topup    *form.Protector
 	pages    *pages
+
+	perVisitor, perIP *limiter
 }
 
 // New returns the demo app configured by cfg.
@@ -80,11 +88,13 @@ func New(cfg Config) (*App, error) {
 		return nil, err
 	}
 	a := &App{
-		pool:     cfg.Pool,
-		tenant:   cmp.Or(cfg.Tenant, DefaultTenant),
-		path:     cmp.Or(cfg.Path, DefaultPath),
-		log:      cmp.Or(cfg.Logger, slog.Default()),
-		sessions: websession.NewSigner(cfg.SecretKey, "tokend demo session v1"),
+		pool:       cfg.Pool,
+		tenant:     cmp.Or(cfg.Tenant, DefaultTenant),
+		path:       cmp.Or(cfg.Path, DefaultPath),
+		log:        cmp.Or(cfg.Logger, slog.Default()),
+		sessions:   websession.NewSigner(cfg.SecretKey, "tokend demo session v1"),
+		perVisitor: newLimiter(cmp.Or(cfg.VisitorLimit, DefaultVisitorLimit)),
+		perIP:      newLimiter(cmp.Or(cfg.IPLimit, DefaultIPLimit)),
 	}
 	var err error
 	a.topup, err = form.New(form.Config{
@@ -104,6 +114,8 @@ func New(cfg Config) (*App, error) {
 // Mount registers the app's routes on r, under Config.Path.
 func (a *App) Mount(r gin.IRouter) {
 	g := r.Group(a.path, secureHeaders, sameOrigin)
+	g.StaticFS("/static", staticFS)
+	g = g.Group("", a.limit)
 	g.GET("", a.home)
 	g.GET("/", a.home)
 	g.GET("/signin", a.signinPage)
@@ -114,6 +126,5 @@ func (a *App) Mount(r gin.IRouter) {
 	// Sent to another URL than the page's: a POST makes the browser drop
 	// its copy of the URL it was sent to, and Back would then fetch a new
 	// rendering of the form instead of restoring the one sent.
-	g.POST("/topup/send", a.requireUser, topup)
-	g.StaticFS("/static", staticFS)
+	g.POST("/topup/send", a.requireUser, a.ownAccount, topup)
 }

@@ -4,6 +4,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -150,6 +152,7 @@ func TestConfigValidate(t *testing.T) {
 		{"short secret key", func(c *demo.Config) { c.SecretKey = "short" }},
 		{"relative path", func(c *demo.Config) { c.Path = "demo" }},
 		{"path ending in /", func(c *demo.Config) { c.Path = "/demo/" }},
+		{"rate without burst", func(c *demo.Config) { c.IPLimit = demo.RateLimit{PerSecond: 1} }},
 	}
 	for _, tt := range tests {
 		c := valid
@@ -161,4 +164,116 @@ func TestConfigValidate(t *testing.T) {
 	if _, err := demo.New(valid); err != nil {
 		t.Errorf("New(valid) = %v", err)
 	}
+}
+
+// signedIn signs in as name and returns the session cookie.
+func signedIn(t *testing.T, s *server, name string) *http.Cookie {
+	t.Helper()
+	resp := postForm(t, s, "/demo/signin", http.Header{"Origin": {s.URL}}, url.Values{"name": {name}})
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 {
+		t.Fatalf("sign in as %s = %d", name, resp.StatusCode)
+	}
+	return resp.Cookies()[0]
+}
+
+// rendering fetches a fresh rendering of the top-up form and returns its
+// token field's value and the page.
+func rendering(t *testing.T, s *server, session *http.Cookie) (field, page string) {
+	t.Helper()
+	resp, _ := getPage(t, s, "/demo/topup", session)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("GET /demo/topup = %d, want 303 to a rendering", resp.StatusCode)
+	}
+	resp, page = getPage(t, s, resp.Header.Get("Location"), session)
+	m := regexp.MustCompile(`name="tokend_token" value="([^"]+)"`).FindStringSubmatch(page)
+	if resp.StatusCode != http.StatusOK || m == nil {
+		t.Fatalf("rendering = %d, no token field:\n%s", resp.StatusCode, page)
+	}
+	return m[1], page
+}
+
+// A visitor tops up its own account and no other, and sees no other's
+// balance.
+func TestOwnAccountOnly(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	same := http.Header{"Origin": {s.URL}}
+	bob := signedIn(t, s, "bob")
+	field, _ := rendering(t, s, bob)
+	if resp := postFormAs(t, s, "/demo/topup/send", same, bob, url.Values{"tokend_token": {field}, "amount": {"7"}}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("bob tops up his own account = %d", resp.StatusCode)
+	}
+
+	alice := signedIn(t, s, "alice")
+	for _, account := range [][]string{{"bob"}, {"alice", "bob"}, {"mallory"}} {
+		field, _ := rendering(t, s, alice)
+		resp := postFormAs(t, s, "/demo/topup/send", same, alice, url.Values{"tokend_token": {field}, "account": account, "amount": {"5"}})
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("alice tops up account %q = %d, want 403", account, resp.StatusCode)
+		}
+	}
+	if entries, balance := s.effects(t, "bob"); entries != 1 || balance != 7 {
+		t.Errorf("%d ledger entries, bob's balance %d; want 1, 7", entries, balance)
+	}
+	_, page := rendering(t, s, alice)
+	if strings.Contains(page, `name="account"`) || !contains(page, `<b>alice</b>`, `<b id="balance">0</b>`) {
+		t.Errorf("alice's form offers another account or shows another balance:\n%s", page)
+	}
+	field, _ = rendering(t, s, alice)
+	if resp := postFormAs(t, s, "/demo/topup/send", same, alice, url.Values{"tokend_token": {field}, "account": {"alice"}, "amount": {"5"}}); resp.StatusCode != http.StatusOK {
+		t.Errorf("alice names her own account = %d, want 200", resp.StatusCode)
+	}
+	if _, balance := s.effects(t, "alice"); balance != 5 {
+		t.Errorf("alice's balance %d, want 5", balance)
+	}
+}
+
+func postFormAs(t *testing.T, s *server, path string, header http.Header, session *http.Cookie, v url.Values) *http.Response {
+	t.Helper()
+	h := header.Clone()
+	h.Set("Cookie", session.String())
+	return postForm(t, s, path, h, v)
+}
+
+// Every visitor, and every client address, has a rate: past it, pages are
+// 429 with Retry-After, and no more tokens are issued. X-Forwarded-For does
+// not buy a new address.
+func TestRateLimits(t *testing.T) {
+	t.Parallel()
+	slow := demo.RateLimit{PerSecond: 0.001, Burst: 3} // per hour, about 4
+	fast := demo.RateLimit{PerSecond: 1000, Burst: 1000}
+
+	t.Run("per visitor", func(t *testing.T) {
+		t.Parallel()
+		s := newServerWith(t, func(c *demo.Config) { c.VisitorLimit, c.IPLimit = slow, fast })
+		alice := signedIn(t, s, "alice") // not yet a visitor: counts for the address only
+		rendering(t, s, alice)           // two requests: the redirect and the page
+		resp, body := getPage(t, s, "/demo/topup", alice)
+		if resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("third request = %d, want 303", resp.StatusCode)
+		}
+		resp, body = getPage(t, s, resp.Header.Get("Location"), alice)
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "Too many requests") {
+			t.Errorf("fourth request = %d, Retry-After %q; want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+		if n := s.tokens(t); n != 1 {
+			t.Errorf("%d tokens issued, want 1", n)
+		}
+		// Another visitor from the same address has a rate of its own.
+		rendering(t, s, signedIn(t, s, "bob"))
+	})
+	t.Run("per address", func(t *testing.T) {
+		t.Parallel()
+		s := newServerWith(t, func(c *demo.Config) { c.VisitorLimit, c.IPLimit = fast, slow })
+		for i := range 3 {
+			signedIn(t, s, "visitor"+strconv.Itoa(i))
+		}
+		h := http.Header{"Origin": {s.URL}, "X-Forwarded-For": {"203.0.113.9"}}
+		if resp := postForm(t, s, "/demo/signin", h, url.Values{"name": {"mallory"}}); resp.StatusCode != http.StatusTooManyRequests {
+			t.Errorf("fourth sign-in from the address = %d, want 429", resp.StatusCode)
+		}
+		if resp, _ := getPage(t, s, "/demo/static/style.css"); resp.StatusCode != http.StatusOK {
+			t.Errorf("static file over the limit = %d, want 200: it costs nothing", resp.StatusCode)
+		}
+	})
 }

@@ -63,10 +63,11 @@ type signinData struct {
 }
 
 type topupData struct {
-	Field           form.Field
-	Account, Amount string // the values the inputs show
-	Balance         int64  // Account's balance now
-	Problem         string // why the previous submit was refused
+	Field   form.Field
+	Account string // the visitor's own, the only one it may top up
+	Amount  string // the value the input shows
+	Balance int64  // Account's balance now
+	Problem string // why the previous submit was refused
 }
 
 type resultData struct {
@@ -106,13 +107,9 @@ func (p *pages) Form(w http.ResponseWriter, r *http.Request, status int, f form.
 	d := topupData{Field: f, Account: user, Problem: problemText(problem)}
 	if r.Method == http.MethodPost {
 		// A refused submit did nothing; keep what was typed.
-		d.Account, d.Amount = r.PostForm.Get("account"), r.PostForm.Get("amount")
+		d.Amount = r.PostForm.Get("amount")
 	}
-	account := d.Account
-	if !ledger.ValidAccount(account) {
-		account = user
-	}
-	balance, err := ledger.Balance(r.Context(), p.app.pool, p.app.tenant, account)
+	balance, err := ledger.Balance(r.Context(), p.app.pool, p.app.tenant, user)
 	if err != nil {
 		p.Error(w, r, http.StatusInternalServerError, err)
 		return

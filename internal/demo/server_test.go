@@ -33,6 +33,12 @@ type server struct {
 // newServer serves the demo app under /demo, behind middleware.
 func newServer(t *testing.T, middleware ...gin.HandlerFunc) *server {
 	t.Helper()
+	return newServerWith(t, func(*demo.Config) {}, middleware...)
+}
+
+// newServerWith is newServer with the app's config changed by configure.
+func newServerWith(t *testing.T, configure func(*demo.Config), middleware ...gin.HandlerFunc) *server {
+	t.Helper()
 	pool := pgtest.NewPool(t)
 	keys, err := token.NewKeyring(secretKey)
 	if err != nil {
@@ -44,7 +50,9 @@ func newServer(t *testing.T, middleware ...gin.HandlerFunc) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := demo.New(demo.Config{Pool: pool, Issuer: intent.NewIssuer(keys), Spender: spender, SecretKey: secretKey})
+	cfg := demo.Config{Pool: pool, Issuer: intent.NewIssuer(keys), Spender: spender, SecretKey: secretKey}
+	configure(&cfg)
+	app, err := demo.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,4 +94,14 @@ func contains(s string, subs ...string) bool {
 		}
 	}
 	return true
+}
+
+// tokens returns the number of tokens issued.
+func (s *server) tokens(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := s.pool.QueryRow(t.Context(), `SELECT count(*) FROM tokens`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -3,9 +3,12 @@ package demo
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/gin-gonic/gin"
 
 	"github.com/tokend/tokend/internal/ledger"
 )
@@ -28,4 +31,22 @@ func creditPayload(fields url.Values) ([]byte, error) {
 		return nil, errAmount
 	}
 	return json.Marshal(ledger.Payload{Account: account, Amount: amount})
+}
+
+// ownAccount confines a top-up to the signed-in visitor's own account: the
+// account is the visitor's name. The form has no account field; a submit
+// that names another account was not made with it, and is refused.
+func (a *App) ownAccount(c *gin.Context) {
+	if err := c.Request.ParseForm(); err != nil {
+		c.String(http.StatusBadRequest, "This form could not be read.")
+		c.Abort()
+		return
+	}
+	user := userOf(c.Request)
+	if acc, ok := c.Request.PostForm["account"]; ok && (len(acc) != 1 || strings.TrimSpace(acc[0]) != user) {
+		c.String(http.StatusForbidden, "You can top up only your own account.")
+		c.Abort()
+		return
+	}
+	c.Request.PostForm.Set("account", user)
 }

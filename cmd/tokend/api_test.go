@@ -1,0 +1,80 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/internal/ledger"
+	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/token"
+)
+
+// The demo app, where anyone may sign in and have tokens issued, is served
+// only when TOKEND_DEMO (or --demo) turns it on; the console always is.
+func TestDemoOnlyWhenTurnedOn(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	secret := strings.Repeat("k", 40)
+	keys, err := token.NewKeyring(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handlers := consume.NewRegistry()
+	ledger.Register(handlers)
+	spender, err := consume.New(consume.Config{Handlers: handlers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		demo bool
+	}{
+		{"default", nil, nil, false},
+		{"TOKEND_DEMO=1", nil, map[string]string{"TOKEND_DEMO": "1"}, true},
+		{"TOKEND_DEMO=true", nil, map[string]string{"TOKEND_DEMO": "true"}, true},
+		{"TOKEND_DEMO=0", nil, map[string]string{"TOKEND_DEMO": "0"}, false},
+		{"--demo", []string{"--demo"}, nil, true},
+		{"--demo=false over TOKEND_DEMO=1", []string{"--demo=false"}, map[string]string{"TOKEND_DEMO": "1"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var cfg serveConfig
+			if err := parseFlags("serve", tt.args, func(k string) string { return tt.env[k] }, io.Discard, cfg.bind); err != nil {
+				t.Fatal(err)
+			}
+			cfg.SecretKey = secret
+			api, release, err := newAPI(t.Context(), cfg, pool, keys, spender, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer release()
+			do := func(method, path string, form url.Values) int {
+				r := httptest.NewRequest(method, path, strings.NewReader(form.Encode()))
+				r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				r.Header.Set("Origin", "http://example.com")
+				w := httptest.NewRecorder()
+				api.ServeHTTP(w, r)
+				return w.Code
+			}
+			wantDemo := map[bool]int{true: http.StatusOK, false: http.StatusNotFound}[tt.demo]
+			if got := do(http.MethodGet, "/demo/signin", nil); got != wantDemo {
+				t.Errorf("GET /demo/signin = %d, want %d", got, wantDemo)
+			}
+			wantSignin := map[bool]int{true: http.StatusSeeOther, false: http.StatusNotFound}[tt.demo]
+			if got := do(http.MethodPost, "/demo/signin", url.Values{"name": {"mallory"}}); got != wantSignin {
+				t.Errorf("POST /demo/signin = %d, want %d", got, wantSignin)
+			}
+			if got := do(http.MethodGet, "/console/signin", nil); got != http.StatusOK {
+				t.Errorf("GET /console/signin = %d, want 200 either way", got)
+			}
+		})
+	}
+}
