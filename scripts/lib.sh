@@ -93,8 +93,8 @@ _apt_install() {
 		}
 		_TOKEND_APT_UPDATED=1
 	fi
-	log "apt-get install -y $*"
-	_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >&2
+	log "apt-get install -y --no-install-recommends $*"
+	_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
 }
 
 # ---------------------------------------------------------------- Postgres --
