@@ -20,7 +20,7 @@ func TestIssueFollowsRedeclaredPolicy(t *testing.T) {
 	put := func(p operation.Policy) {
 		t.Helper()
 		p.Name = op
-		if _, err := operation.Put(ctx, pool, tenant, p); err != nil {
+		if _, err := operation.Put(ctx, pool, tenant, p, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -76,7 +76,7 @@ func TestIssueTxFollowsPolicyInSameTransaction(t *testing.T) {
 	pool, is, ctx := pgtest.NewPool(t), newIssuer(t), context.Background()
 	req := request("tx")
 	req.Operation, req.TTLSeconds = "shop.refund", 600
-	if _, err := operation.Put(ctx, pool, tenant, operation.Policy{Name: req.Operation, MaxTTLSeconds: 3600}); err != nil {
+	if _, err := operation.Put(ctx, pool, tenant, operation.Policy{Name: req.Operation, MaxTTLSeconds: 3600}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := is.Issue(ctx, pool, request("warm")); err != nil {
@@ -93,7 +93,7 @@ func TestIssueTxFollowsPolicyInSameTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-	if _, err := operation.Put(ctx, tx, tenant, operation.Policy{Name: req.Operation, MaxTTLSeconds: 60}); err != nil {
+	if _, err := operation.Put(ctx, tx, tenant, operation.Policy{Name: req.Operation, MaxTTLSeconds: 60}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := is.IssueTx(ctx, tx, req); !errors.Is(err, intent.ErrInvalidRequest) {

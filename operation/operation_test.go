@@ -3,6 +3,7 @@ package operation_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -44,6 +45,13 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// ledgerHandlers stands for a server with the ledger's handlers registered.
+var ledgerHandlers = handlerSet{"ledger.credit", "ledger.debit"}
+
+type handlerSet []string
+
+func (h handlerSet) Has(name string) bool { return slices.Contains(h, name) }
+
 func TestStore(t *testing.T) {
 	t.Parallel()
 	pool, ctx := pgtest.NewPool(t), context.Background()
@@ -54,7 +62,7 @@ func TestStore(t *testing.T) {
 	if _, err := operation.Get(ctx, pool, "acme", "payment.capture"); !errors.Is(err, operation.ErrUnknown) {
 		t.Fatalf("undeclared: %v, want ErrUnknown", err)
 	}
-	put, err := operation.Put(ctx, pool, "acme", operation.Policy{Name: "payment.capture", Mode: operation.Lease, OnLeaseExpiry: operation.OnExpiryTakeover})
+	put, err := operation.Put(ctx, pool, "acme", operation.Policy{Name: "payment.capture", Mode: operation.Lease, OnLeaseExpiry: operation.OnExpiryTakeover}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +78,7 @@ func TestStore(t *testing.T) {
 		t.Fatalf("other tenant sees it: %v", err)
 	}
 	// A tenant may override a built-in; List shows each name once.
-	if _, err := operation.Put(ctx, pool, "acme", operation.Policy{Name: "ledger.credit", Mode: operation.Atomic, MaxTTLSeconds: 60}); err != nil {
+	if _, err := operation.Put(ctx, pool, "acme", operation.Policy{Name: "ledger.credit", Mode: operation.Atomic, MaxTTLSeconds: 60}, ledgerHandlers); err != nil {
 		t.Fatal(err)
 	}
 	list, err := operation.List(ctx, pool, "acme")
@@ -87,7 +95,7 @@ func TestStore(t *testing.T) {
 	if got, want := strings.Join(names, ","), "ledger.credit,ledger.debit,payment.capture"; got != want {
 		t.Fatalf("list = %s, want %s", got, want)
 	}
-	if _, err := operation.Put(ctx, pool, "acme", operation.Policy{Name: "Bad Name"}); !errors.Is(err, operation.ErrInvalid) {
+	if _, err := operation.Put(ctx, pool, "acme", operation.Policy{Name: "Bad Name"}, nil); !errors.Is(err, operation.ErrInvalid) {
 		t.Fatalf("invalid put: %v", err)
 	}
 }
