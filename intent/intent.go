@@ -289,7 +289,8 @@ func (is *Issuer) replayed(req Request, e existing) (Issued, error) {
 // policy of the time, if there is one: a retry keeps getting the answer the
 // first request got. Anything else gets the refusal.
 func (is *Issuer) replay(ctx context.Context, q operation.Querier, req Request, refusal error) (Issued, error) {
-	if (!errors.Is(refusal, operation.ErrUnknown) && !errors.Is(refusal, ErrInvalidRequest)) || req.Validate() != nil {
+	if (!errors.Is(refusal, operation.ErrUnknown) && !errors.Is(refusal, ErrInvalidRequest)) ||
+		req.Validate() != nil || !operation.ValidName(req.Operation) {
 		return Issued{}, refusal
 	}
 	e, err := scanExisting(q.QueryRow(ctx, replaySQL, req.Tenant, req.Operation, req.IntentID))

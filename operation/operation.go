@@ -79,6 +79,10 @@ type Policy struct {
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$`)
 var fieldRE = regexp.MustCompile(`^[^.\s]+(\.[^.\s]+)*$`)
 
+// ValidName reports whether name can be an operation's: lowercase dotted
+// words, at most 100 bytes. No other name is ever declared or built in.
+func ValidName(name string) bool { return len(name) <= 100 && nameRE.MatchString(name) }
+
 // WithDefaults returns p with its zero fields set to their defaults. A mode
 // left empty is Lease, the mode of an operation without a Go handler; Put
 // makes it Atomic when the server has one.
@@ -108,7 +112,7 @@ func (p Policy) WithDefaults() Policy {
 func (p Policy) Validate() error {
 	const maxSeconds = 10 * 365 * 86400
 	switch {
-	case len(p.Name) > 100 || !nameRE.MatchString(p.Name):
+	case !ValidName(p.Name):
 		return fmt.Errorf("%w: name %q: want lowercase dotted words like ledger.credit", ErrInvalid, p.Name)
 	case p.Mode != Atomic && p.Mode != Lease:
 		return fmt.Errorf("%w: mode %q: want atomic or lease", ErrInvalid, p.Mode)

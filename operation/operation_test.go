@@ -272,3 +272,18 @@ func TestDeleteWaitsForConcurrentIssue(t *testing.T) {
 		_, _ = operation.Delete(ctx, pool, "acme", "race.op")
 	}
 }
+
+// A name that could never be declared is unknown, and never reaches the
+// database, where a NUL byte or invalid UTF-8 would be an error.
+func TestUndeclarableNameIsUnknown(t *testing.T) {
+	t.Parallel()
+	pool, ctx := pgtest.NewPool(t), context.Background()
+	for _, name := range []string{"pay\x00card", "pay.\xffcard", "Pay.Card", strings.Repeat("a", 101)} {
+		if _, err := operation.Get(ctx, pool, "acme", name); !errors.Is(err, operation.ErrUnknown) {
+			t.Errorf("Get(%q) = %v, want ErrUnknown", name, err)
+		}
+		if _, err := operation.Delete(ctx, pool, "acme", name); !errors.Is(err, operation.ErrUnknown) {
+			t.Errorf("Delete(%q) = %v, want ErrUnknown", name, err)
+		}
+	}
+}

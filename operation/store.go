@@ -59,6 +59,10 @@ RETURNING ` + policyColumns
 // Get returns the policy of operation name for tenant: the tenant's own
 // declaration, else the built-in default, else an error wrapping ErrUnknown.
 func Get(ctx context.Context, q Querier, tenant, name string) (Policy, error) {
+	if !ValidName(name) {
+		// Never declared, and not a value to hand the database (NUL, bad UTF-8).
+		return Policy{}, fmt.Errorf("%w: %q", ErrUnknown, name)
+	}
 	p, err := scan(q.QueryRow(ctx, getSQL, tenant, name))
 	if errors.Is(err, pgx.ErrNoRows) {
 		if b, ok := Builtin(name); ok {
@@ -145,6 +149,9 @@ type Beginner interface {
 func Delete(ctx context.Context, db Beginner, tenant, name string) (Policy, error) {
 	if _, ok := Builtin(name); ok {
 		return Policy{}, fmt.Errorf("%w: %s cannot be deleted", ErrBuiltin, name)
+	}
+	if !ValidName(name) {
+		return Policy{}, fmt.Errorf("%w: %q", ErrUnknown, name)
 	}
 	var p Policy
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
