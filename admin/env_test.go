@@ -55,7 +55,7 @@ func newEnvOn(t *testing.T, pool *pgxpool.Pool) *env {
 	for _, tn := range []string{tenant, other} {
 		for op, policy := range map[string]operation.ExpiryPolicy{payOp: operation.OnExpiryUnknown, takeoverOp: operation.OnExpiryTakeover} {
 			p := operation.Policy{Name: op, Mode: operation.Lease, OnLeaseExpiry: policy, LeaseSeconds: 60}
-			if _, err := operation.Put(context.Background(), pool, tn, p); err != nil {
+			if _, err := operation.Put(context.Background(), pool, tn, p, nil); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -68,17 +68,15 @@ SELECT ` + inspect.Columns + ` FROM u`
 // sweeper) and a one-tenant form ($2, the operator's purge): one statement
 // with an optional tenant filter would be planned for the worst case.
 
-// lapseSQL parks pending tokens whose lease lapsed as unknown, unless their
-// operation's policy is takeover (those wait for the next spender). A token
-// of an operation without a row follows the default policy, unknown, which is
-// also every built-in's. The lapsed lease end is kept in the event.
+// lapseSQL parks pending tokens whose lease lapsed as unknown, unless the
+// policy they were issued under is takeover (those wait for the next
+// spender). The lapsed lease end is kept in the event.
 const lapseSQL = `
 WITH due AS (
     SELECT t.tenant_id, t.id, t.lease_expires_at
     FROM tokens t
-    LEFT JOIN operations o ON o.tenant_id = t.tenant_id AND o.name = t.operation
     WHERE t.state = 'pending' AND t.lease_expires_at <= now()
-      AND coalesce(o.on_lease_expiry, 'unknown') <> 'takeover'
+      AND t.on_lease_expiry <> 'takeover'
     LIMIT $1
     FOR UPDATE OF t SKIP LOCKED
 ), u AS (
@@ -98,9 +96,8 @@ const lapseTenantSQL = `
 WITH due AS (
     SELECT t.tenant_id, t.id, t.lease_expires_at
     FROM tokens t
-    LEFT JOIN operations o ON o.tenant_id = t.tenant_id AND o.name = t.operation
     WHERE t.tenant_id = $2 AND t.state = 'pending' AND t.lease_expires_at <= now()
-      AND coalesce(o.on_lease_expiry, 'unknown') <> 'takeover'
+      AND t.on_lease_expiry <> 'takeover'
     LIMIT $1
     FOR UPDATE OF t SKIP LOCKED
 ), u AS (

@@ -3,6 +3,7 @@ package consume
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -11,6 +12,31 @@ import (
 // ErrInvalidPayload is returned (wrapped) by a handler that rejects its input
 // before doing anything. The spend is abandoned and the token stays spendable.
 var ErrInvalidPayload = errors.New("consume: invalid payload")
+
+// PayloadError is a payload refused for one field and rule, in the words of
+// the API rather than of Go: Field "amount", Rule "must be an integer from
+// 1 to 1000000000000". Field is a dotted path into the payload, empty for the
+// payload as a whole. It matches ErrInvalidPayload.
+type PayloadError struct {
+	Field string
+	Rule  string
+}
+
+func (e *PayloadError) Error() string {
+	return fmt.Sprintf("%s: %s", ErrInvalidPayload, e.Detail())
+}
+
+// Detail says what is wrong as the API answers it, the field named from the
+// request body's root: "payload.amount must be ...".
+func (e *PayloadError) Detail() string {
+	if e.Field == "" {
+		return "payload " + e.Rule
+	}
+	return "payload." + e.Field + " " + e.Rule
+}
+
+// Is makes errors.Is(err, ErrInvalidPayload) true.
+func (e *PayloadError) Is(target error) bool { return target == ErrInvalidPayload }
 
 // Call is what a handler is asked to do.
 type Call struct {
@@ -43,6 +69,15 @@ type Handler interface {
 	Execute(ctx context.Context, tx pgx.Tx, c Call) (Outcome, error)
 }
 
+// Validator is implemented by a Handler that can tell from a payload alone
+// that Execute would refuse it. The issuer asks it before issuing a token
+// bound to a payload, so a token that could never be spent is never issued.
+// Validate returns nil or an error matching ErrInvalidPayload, preferably a
+// *PayloadError; it must not depend on anything but payload.
+type Validator interface {
+	Validate(payload []byte) error
+}
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(ctx context.Context, tx pgx.Tx, c Call) (Outcome, error)
 
@@ -65,6 +100,25 @@ func (r *Registry) Register(operation string, h Handler) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.m[operation] = h
+}
+
+// Has reports whether operation has a handler, and so can be declared atomic.
+func (r *Registry) Has(operation string) bool {
+	_, ok := r.Lookup(operation)
+	return ok
+}
+
+// Validate checks payload with operation's handler, if it has one that is a
+// Validator; it returns nil otherwise.
+func (r *Registry) Validate(operation string, payload []byte) error {
+	h, ok := r.Lookup(operation)
+	if !ok {
+		return nil
+	}
+	if v, ok := h.(Validator); ok {
+		return v.Validate(payload)
+	}
+	return nil
 }
 
 // Lookup returns the handler of operation.

@@ -19,7 +19,7 @@ const payOp = "payment.capture"
 
 func (e *env) declareLease(policy operation.ExpiryPolicy) {
 	e.t.Helper()
-	_, err := operation.Put(context.Background(), e.pool, tenant, operation.Policy{Name: payOp, Mode: operation.Lease, OnLeaseExpiry: policy, LeaseSeconds: 60})
+	_, err := operation.Put(context.Background(), e.pool, tenant, operation.Policy{Name: payOp, Mode: operation.Lease, OnLeaseExpiry: policy, LeaseSeconds: 60}, nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}

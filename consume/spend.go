@@ -59,6 +59,9 @@ func New(cfg Config) (*Spender, error) {
 	return s, nil
 }
 
+// Handlers returns the registry s runs atomic operations with.
+func (s *Spender) Handlers() *Registry { return s.handlers }
+
 // Request spends one token.
 type Request struct {
 	Tenant    string // from the authenticated caller
@@ -91,7 +94,8 @@ type Lease struct {
 	OperationID string    `json:"operation_id"`
 }
 
-// locked is the token row as read under its lock, with its policy.
+// locked is the token row as read under its lock, with the policy it was
+// issued under (Name, Mode, OnLeaseExpiry, LeaseSeconds, IgnoredFields).
 type locked struct {
 	id, operation, subject string
 	state                  token.State
@@ -211,14 +215,10 @@ func (s *Spender) lock(ctx context.Context, tx pgx.Tx, req Request) (*locked, er
 		row = tx.QueryRow(ctx, lockSQL, req.Tenant, req.Secret.Hash())
 	}
 	t := &locked{}
-	var (
-		mode, onExpiry *string
-		leaseSeconds   *int
-		ignored        []string
-	)
+	p := &t.policy
 	err := row.Scan(&t.id, &t.operation, &t.subject, &t.state, &t.generation, &t.digest, &t.expired,
 		&t.resultStatus, &t.resultBody, &t.operationID, &t.leaseLapsed, &t.leaseLeftSeconds,
-		&mode, &onExpiry, &leaseSeconds, &ignored)
+		&p.Mode, &p.OnLeaseExpiry, &p.LeaseSeconds, &p.IgnoredFields)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, token.ErrNotFound
@@ -227,15 +227,7 @@ func (s *Spender) lock(ctx context.Context, tx pgx.Tx, req Request) (*locked, er
 	case err != nil:
 		return nil, fmt.Errorf("consume: lock token: %w", err)
 	}
-	if mode == nil {
-		p, ok := operation.Builtin(t.operation)
-		if !ok {
-			return nil, fmt.Errorf("%w: %q", operation.ErrUnknown, t.operation)
-		}
-		t.policy = p
-	} else {
-		t.policy = operation.Policy{Name: t.operation, Mode: operation.Mode(*mode), OnLeaseExpiry: operation.ExpiryPolicy(*onExpiry), LeaseSeconds: *leaseSeconds, IgnoredFields: ignored}
-	}
+	p.Name = t.operation
 	return t, nil
 }
 

@@ -455,7 +455,10 @@ func TestSpendUnknownOperationAndMissingHandler(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newEnvWith(t, consume.Config{Handlers: consume.NewRegistry()}) // no ledger handlers
-	if _, err := operation.Put(ctx, e.pool, tenant, operation.Policy{Name: "shop.order", Mode: operation.Atomic}); err != nil {
+	// Declared by a server that has a handler for it; spent by one that has none.
+	elsewhere := consume.NewRegistry()
+	elsewhere.Register("shop.order", consume.HandlerFunc(nil))
+	if _, err := operation.Put(ctx, e.pool, tenant, operation.Policy{Name: "shop.order", Mode: operation.Atomic}, elsewhere); err != nil {
 		t.Fatal(err)
 	}
 	is := e.issue("shop.order", "judy", nil)
@@ -503,7 +506,7 @@ func TestSpendRefusesUnreplayableHandlerStatus(t *testing.T) {
 			}))
 			e := newEnvWith(t, consume.Config{Handlers: handlers})
 			ctx := context.Background()
-			if _, err := operation.Put(ctx, e.pool, tenant, operation.Policy{Name: "shop.order", Mode: operation.Atomic}); err != nil {
+			if _, err := operation.Put(ctx, e.pool, tenant, operation.Policy{Name: "shop.order", Mode: operation.Atomic}, handlers); err != nil {
 				t.Fatal(err)
 			}
 			is := e.issue("shop.order", "hana", nil)

@@ -2,19 +2,20 @@ package consume
 
 const setLockTimeoutSQL = `SELECT set_config('lock_timeout', $1, true)`
 
-// lockSQL reads a token by its secret hash under a row lock, with its
-// operation's policy. Expiry and lease end are judged by the database clock.
+// lockSQL reads a token by its secret hash under a row lock, with the policy
+// it was issued under (never its operation's current one, which may have
+// been redeclared or deleted since). Expiry and lease end are judged by the
+// database clock.
 const lockSQL = `
-SELECT t.id, t.operation, t.subject, t.state, t.generation, t.payload_digest,
-       t.expires_at <= now(),
-       t.result_status, t.result_body, t.operation_id,
-       coalesce(t.lease_expires_at <= now(), false),
-       ceil(extract(epoch FROM t.lease_expires_at - now()))::integer,
-       o.mode, o.on_lease_expiry, o.lease_seconds, o.ignored_fields
-FROM tokens t
-LEFT JOIN operations o ON o.tenant_id = t.tenant_id AND o.name = t.operation
-WHERE t.tenant_id = $1 AND t.secret_hash = $2
-FOR UPDATE OF t`
+SELECT id, operation, subject, state, generation, payload_digest,
+       expires_at <= now(),
+       result_status, result_body, operation_id,
+       coalesce(lease_expires_at <= now(), false),
+       ceil(extract(epoch FROM lease_expires_at - now()))::integer,
+       mode, on_lease_expiry, lease_seconds, ignored_fields
+FROM tokens
+WHERE tenant_id = $1 AND secret_hash = $2
+FOR UPDATE`
 
 // finishSQL stores an atomic spend's outcome and its audit event. The intent
 // is remembered for the retention period from now, however late this is.

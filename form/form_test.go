@@ -68,7 +68,7 @@ func newEnvWith(t *testing.T, cfg consume.Config) *env {
 		t.Fatal(err)
 	}
 	e := &env{pool: pgtest.NewPool(t), issuer: intent.NewIssuer(keys), spender: spender}
-	if _, err := operation.Put(t.Context(), e.pool, tenant, operation.Policy{Name: echoOp, Mode: operation.Atomic}); err != nil {
+	if _, err := operation.Put(t.Context(), e.pool, tenant, operation.Policy{Name: echoOp, Mode: operation.Atomic}, spender.Handlers()); err != nil {
 		t.Fatal(err)
 	}
 	e.credit = e.protector(t, ledger.Credit, creditPayload)

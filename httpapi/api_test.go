@@ -55,7 +55,7 @@ func newAPIOn(t *testing.T, pool *pgxpool.Pool, configure ...func(*httpapi.Confi
 	a := &api{t: t, pool: pool, log: &syncBuffer{}, keys: map[string]string{}, keyIDs: map[string]string{}}
 	cfg := httpapi.Config{
 		Pool:    pool,
-		Issuer:  intent.NewIssuer(keyring),
+		Issuer:  intent.NewIssuer(keyring, intent.WithValidator(handlers)),
 		Spender: spender,
 		Logger:  slog.New(slog.NewJSONHandler(a.log, nil)),
 	}

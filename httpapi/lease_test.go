@@ -43,12 +43,15 @@ func TestOperationsAdmin(t *testing.T) {
 	wantProblem(t, a.get(op, "/v1/admin/operations/never.declared"), http.StatusNotFound, "unknown_operation")
 
 	// Redeclaring replaces the policy.
-	if res := a.do(request{method: http.MethodPut, path: "/v1/admin/operations/pay.card", key: op, body: `{"mode":"atomic"}`}); res.status != http.StatusOK {
+	if res := a.do(request{method: http.MethodPut, path: "/v1/admin/operations/pay.card", key: op, body: `{"mode":"lease","max_ttl_seconds":60}`}); res.status != http.StatusOK {
 		t.Fatalf("re-PUT = %d %s", res.status, res.body)
 	}
-	var mode string
-	if err := a.pool.QueryRow(t.Context(), `SELECT mode FROM operations WHERE tenant_id = 'acme' AND name = 'pay.card'`).Scan(&mode); err != nil || mode != "atomic" {
-		t.Errorf("stored mode = %q, %v; want atomic", mode, err)
+	var (
+		expiry string
+		maxTTL int
+	)
+	if err := a.pool.QueryRow(t.Context(), `SELECT on_lease_expiry, max_ttl_seconds FROM operations WHERE tenant_id = 'acme' AND name = 'pay.card'`).Scan(&expiry, &maxTTL); err != nil || expiry != "unknown" || maxTTL != 60 {
+		t.Errorf("stored on_lease_expiry, max_ttl_seconds = %q, %d, %v; want unknown, 60", expiry, maxTTL, err)
 	}
 }
 

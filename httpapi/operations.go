@@ -55,12 +55,29 @@ func (s *Server) listOperations(c *gin.Context) {
 	}{items})
 }
 
+// errOperationNotFound answers for an operation that is the resource asked
+// for (GET, DELETE), so missing is a 404; naming one in a token request is a 400.
+var errOperationNotFound = &Problem{Status: http.StatusNotFound, Code: "unknown_operation", Title: "Unknown operation",
+	Detail: "the operation is not declared for this tenant"}
+
 func (s *Server) getOperation(c *gin.Context) {
 	p, err := operation.Get(c.Request.Context(), s.pool, Caller(c).Tenant, c.Param("name"))
 	if errors.Is(err, operation.ErrUnknown) {
-		// Here the operation is the resource asked for, so missing is a 404.
-		Abort(c, &Problem{Status: http.StatusNotFound, Code: "unknown_operation", Title: "Unknown operation",
-			Detail: "the operation is not declared for this tenant"})
+		Abort(c, errOperationNotFound)
+		return
+	}
+	if err != nil {
+		Abort(c, err)
+		return
+	}
+	writeJSON(c, http.StatusOK, viewPolicy(p))
+}
+
+// deleteOperation removes a declaration and answers with it.
+func (s *Server) deleteOperation(c *gin.Context) {
+	p, err := operation.Delete(c.Request.Context(), s.pool, Caller(c).Tenant, c.Param("name"))
+	if errors.Is(err, operation.ErrUnknown) {
+		Abort(c, errOperationNotFound)
 		return
 	}
 	if err != nil {
@@ -84,7 +101,7 @@ func (s *Server) putOperation(c *gin.Context) {
 		MaxTTLSeconds:    f.MaxTTLSeconds,
 		RetentionSeconds: f.RetentionSeconds,
 		IgnoredFields:    f.IgnoredFields,
-	})
+	}, s.spender.Handlers())
 	if err != nil {
 		Abort(c, err)
 		return

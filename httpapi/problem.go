@@ -98,6 +98,9 @@ var mappings = []mapping{
 	{consume.ErrPayloadMismatch, http.StatusUnprocessableEntity, "payload_mismatch", "Payload mismatch", "the payload differs from the one the token was issued for", false},
 	{intent.ErrKeyReused, http.StatusUnprocessableEntity, "idempotency_key_reused", "Idempotency key reused", "this Idempotency-Key was already used for a different request (operation, subject, payload or ttl)", false},
 	{operation.ErrUnknown, http.StatusBadRequest, "unknown_operation", "Unknown operation", "the operation is not declared for this tenant", true},
+	{operation.ErrNotRunnable, http.StatusBadRequest, "operation_not_runnable", "Operation not runnable", "no spend of the operation could run", true},
+	{operation.ErrBuiltin, http.StatusConflict, "builtin_operation", "Built-in operation", "built-in operations keep their mode and cannot be deleted", true},
+	{operation.ErrInUse, http.StatusConflict, "operation_in_use", "Operation in use", "the operation has unfinished tokens", true},
 	{consume.ErrNoHandler, http.StatusBadRequest, "unknown_operation", "Unknown operation", "the operation is atomic but this server has no handler for it; declare it in lease mode", true},
 	{intent.ErrInvalidRequest, http.StatusBadRequest, "invalid_request", "Invalid request", "invalid request", true},
 	{consume.ErrInvalidPayload, http.StatusBadRequest, "invalid_request", "Invalid request", "invalid payload", true},
@@ -115,10 +118,15 @@ func problemFor(err error) Problem {
 		p          *Problem
 		tooLarge   *http.MaxBytesError
 		inProgress *consume.InProgressError
+		payload    *consume.PayloadError
 	)
 	switch {
 	case errors.As(err, &p):
 		return *p
+	case errors.As(err, &payload):
+		// A handler's refusal, at issue or at spend: the field and the rule.
+		return Problem{Status: http.StatusBadRequest, Code: "invalid_request", Title: "Invalid request",
+			Detail: "invalid payload: " + payload.Detail()}
 	case errors.As(err, &tooLarge):
 		return Problem{Status: http.StatusRequestEntityTooLarge, Code: "payload_too_large", Title: "Payload too large",
 			Detail: fmt.Sprintf("the request body exceeds %d bytes", tooLarge.Limit)}

@@ -67,6 +67,7 @@ func (s *Server) routes(middleware []gin.HandlerFunc, mounts []Mount) *gin.Engin
 	operator.GET("/operations", s.listOperations)
 	operator.GET("/operations/:name", s.getOperation)
 	operator.PUT("/operations/:name", s.putOperation)
+	operator.DELETE("/operations/:name", s.deleteOperation)
 	operator.GET("/tokens", s.listTokens)
 	operator.GET("/tokens/:id", s.inspectToken)
 	operator.POST("/tokens/:id/revoke", s.revokeToken)

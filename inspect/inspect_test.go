@@ -110,7 +110,7 @@ func TestEvents(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	if _, err := operation.Put(ctx, e.pool, "acme", operation.Policy{Name: "pay.card", Mode: operation.Lease}); err != nil {
+	if _, err := operation.Put(ctx, e.pool, "acme", operation.Policy{Name: "pay.card", Mode: operation.Lease}, nil); err != nil {
 		t.Fatal(err)
 	}
 	iss := e.issue(t, "acme", "pay.card", "user-1", "")

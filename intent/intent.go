@@ -8,6 +8,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 	"unicode"
 
@@ -96,11 +97,34 @@ type Issuer struct {
 	// policies spares each issue a policy lookup; insertSQL checks the
 	// cached policy's version, so a stale one is never used.
 	policies *operation.Cache
+	payloads Validator // nil: payloads are only checked to be JSON
+}
+
+// Validator checks, before a token is issued, the payload an atomic
+// operation's handler would get: it returns an error (wrapping
+// consume.ErrInvalidPayload) when the handler would refuse it, so that a
+// token that could never be spent is never issued. *consume.Registry is one;
+// it asks the operation's handler, if that handler can tell.
+type Validator interface {
+	Validate(operation string, payload []byte) error
+}
+
+// Option configures an Issuer.
+type Option func(*Issuer)
+
+// WithValidator has the Issuer refuse, with ErrInvalidRequest, a payload v
+// refuses for an operation in atomic mode. tokend serve passes its handlers.
+func WithValidator(v Validator) Option {
+	return func(is *Issuer) { is.payloads = v }
 }
 
 // NewIssuer returns an Issuer deriving secrets under keys.
-func NewIssuer(keys *token.Keyring) *Issuer {
-	return &Issuer{keys: keys, policies: operation.NewCache()}
+func NewIssuer(keys *token.Keyring, opts ...Option) *Issuer {
+	is := &Issuer{keys: keys, policies: operation.NewCache()}
+	for _, o := range opts {
+		o(is)
+	}
+	return is
 }
 
 // errStalePolicy: the cached policy a candidate was built under has changed.
@@ -117,7 +141,7 @@ func (is *Issuer) IssueTx(ctx context.Context, tx pgx.Tx, req Request) (Issued, 
 	return is.retryStale(req, func() (Issued, error) {
 		c, err := is.prepare(ctx, tx, req)
 		if err != nil {
-			return Issued{}, err
+			return is.replay(ctx, tx, req, err)
 		}
 		if out, ok, err := c.insert(ctx, tx); err != nil || ok {
 			return out, err
@@ -132,7 +156,7 @@ func (is *Issuer) Issue(ctx context.Context, pool *pgxpool.Pool, req Request) (I
 	return is.retryStale(req, func() (Issued, error) {
 		c, err := is.prepare(ctx, pool, req)
 		if err != nil {
-			return Issued{}, err
+			return is.replay(ctx, pool, req, err)
 		}
 		if out, ok, err := c.insert(ctx, pool); err != nil || ok {
 			return out, err
@@ -199,16 +223,93 @@ func (is *Issuer) prepare(ctx context.Context, q operation.Querier, req Request)
 		return nil, fmt.Errorf("%w: ttl_seconds %d exceeds %s's maximum of %d", ErrInvalidRequest, req.TTLSeconds, p.Name, p.MaxTTLSeconds)
 	}
 	c := &candidate{req: req, policy: p, id: token.NewID(), nonce: token.NewNonce(), keyID: is.keys.CurrentKeyID()}
-	if req.Payload != nil {
-		if c.digest, err = token.Digest(req.Payload, p.IgnoredFields); err != nil {
+	if c.digest, c.fingerprint, err = fingerprint(req, p.IgnoredFields); err != nil {
+		return nil, err
+	}
+	if req.Payload != nil && p.Mode == operation.Atomic && is.payloads != nil {
+		if err := is.payloads.Validate(req.Operation, req.Payload); err != nil {
 			return nil, fmt.Errorf("%w: payload: %w", ErrInvalidRequest, err)
 		}
 	}
-	c.fingerprint = token.Fingerprint(req.Operation, req.Subject, c.digest, req.TTLSeconds, APIVersion)
 	if c.secret, err = is.keys.Derive(c.keyID, req.Tenant, c.id, c.nonce); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// fingerprint returns req's payload digest, with the ignored fields left
+// out, and the fingerprint that makes two requests for an intent the same.
+func fingerprint(req Request, ignored []string) (digest, fp []byte, err error) {
+	if req.Payload != nil {
+		if digest, err = token.Digest(req.Payload, ignored); err != nil {
+			return nil, nil, fmt.Errorf("%w: payload: %w", ErrInvalidRequest, err)
+		}
+	}
+	return digest, token.Fingerprint(req.Operation, req.Subject, digest, req.TTLSeconds, APIVersion), nil
+}
+
+// existing is the token holding an intent, as existingSQL and replaySQL read it.
+type existing struct {
+	rec                token.Record
+	fingerprint, nonce []byte
+	keyID              string
+	ignored            []string
+	forgotten          bool
+}
+
+func scanExisting(row pgx.Row) (existing, error) {
+	var e existing
+	err := row.Scan(&e.rec.ID, &e.rec.Subject, &e.rec.State, &e.rec.Generation, &e.rec.PayloadDigest,
+		&e.rec.CreatedAt, &e.rec.ExpiresAt, &e.rec.RetainUntil,
+		&e.fingerprint, &e.nonce, &e.keyID, &e.ignored, &e.forgotten)
+	return e, err
+}
+
+// same reports whether req is the request e was issued for. The comparison
+// uses the ignored fields e was issued under, not the operation's current
+// ones: a redeclaration does not turn a retry into another request.
+func (e existing) same(req Request, current []string, currentFP []byte) bool {
+	fp := currentFP
+	if !slices.Equal(e.ignored, current) || fp == nil {
+		var err error
+		if _, fp, err = fingerprint(req, e.ignored); err != nil {
+			return false
+		}
+	}
+	return subtle.ConstantTimeCompare(e.fingerprint, fp) == 1
+}
+
+// replayed answers with the token e, the secret derived anew.
+func (is *Issuer) replayed(req Request, e existing) (Issued, error) {
+	secret, err := is.keys.Derive(e.keyID, req.Tenant, e.rec.ID, e.nonce)
+	if err != nil {
+		return Issued{}, fmt.Errorf("intent: re-derive secret: %w", err)
+	}
+	rec := e.rec
+	rec.Tenant, rec.Operation, rec.IntentID = req.Tenant, req.Operation, req.IntentID
+	return Issued{Token: rec, Secret: secret, Replayed: true}, nil
+}
+
+// replay answers a request that the operation's current policy refuses
+// (refusal: unknown operation, ttl over the maximum, a payload its handler
+// refuses) with the token already issued for the same request under the
+// policy of the time, if there is one: a retry keeps getting the answer the
+// first request got. Anything else gets the refusal.
+func (is *Issuer) replay(ctx context.Context, q operation.Querier, req Request, refusal error) (Issued, error) {
+	if (!errors.Is(refusal, operation.ErrUnknown) && !errors.Is(refusal, ErrInvalidRequest)) ||
+		req.Validate() != nil || !operation.ValidName(req.Operation) {
+		return Issued{}, refusal
+	}
+	e, err := scanExisting(q.QueryRow(ctx, replaySQL, req.Tenant, req.Operation, req.IntentID))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return Issued{}, refusal
+	case err != nil:
+		return Issued{}, fmt.Errorf("intent: read existing: %w", err)
+	case e.forgotten || !e.same(req, nil, nil):
+		return Issued{}, refusal
+	}
+	return is.replayed(req, e)
 }
 
 // insert tries to claim the intent. ok is false when it was already claimed;
@@ -227,6 +328,7 @@ func (c *candidate) insert(ctx context.Context, q operation.Querier) (Issued, bo
 		r.Tenant, c.id, r.Operation, r.IntentID, r.Subject,
 		c.secret.Hash(), c.nonce, c.keyID, c.fingerprint, c.digest,
 		r.TTLSeconds, c.policy.RetentionSeconds, r.Actor, c.policy.Version,
+		c.policy.Mode, c.policy.OnLeaseExpiry, c.policy.LeaseSeconds, c.policy.IgnoredFields,
 	).Scan(&current, &createdAt, &expiresAt, &retainUntil)
 	switch {
 	case err != nil:
@@ -246,35 +348,20 @@ func (is *Issuer) resolve(ctx context.Context, tx pgx.Tx, c *candidate) (Issued,
 	// Bounded: each round either finds a row or inserts; only a concurrent
 	// purge or re-issue of the same intent makes another round necessary.
 	for range 3 {
-		var (
-			rec         token.Record
-			fingerprint []byte
-			nonce       []byte
-			keyID       string
-			forgotten   bool
-		)
-		err := tx.QueryRow(ctx, existingSQL, c.req.Tenant, c.req.Operation, c.req.IntentID).Scan(
-			&rec.ID, &rec.Subject, &rec.State, &rec.Generation, &rec.PayloadDigest,
-			&rec.CreatedAt, &rec.ExpiresAt, &rec.RetainUntil,
-			&fingerprint, &nonce, &keyID, &forgotten)
+		e, err := scanExisting(tx.QueryRow(ctx, existingSQL, c.req.Tenant, c.req.Operation, c.req.IntentID))
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			// Purged between our insert and this read: claim it again.
 		case err != nil:
 			return Issued{}, fmt.Errorf("intent: read existing: %w", err)
-		case forgotten:
-			if _, err := tx.Exec(ctx, forgetSQL, c.req.Tenant, rec.ID); err != nil {
+		case e.forgotten:
+			if _, err := tx.Exec(ctx, forgetSQL, c.req.Tenant, e.rec.ID); err != nil {
 				return Issued{}, fmt.Errorf("intent: forget expired intent: %w", err)
 			}
-		case subtle.ConstantTimeCompare(fingerprint, c.fingerprint) != 1:
+		case !e.same(c.req, c.policy.IgnoredFields, c.fingerprint):
 			return Issued{}, ErrKeyReused
 		default:
-			secret, err := is.keys.Derive(keyID, c.req.Tenant, rec.ID, nonce)
-			if err != nil {
-				return Issued{}, fmt.Errorf("intent: re-derive secret: %w", err)
-			}
-			rec.Tenant, rec.Operation, rec.IntentID = c.req.Tenant, c.req.Operation, c.req.IntentID
-			return Issued{Token: rec, Secret: secret, Replayed: true}, nil
+			return is.replayed(c.req, e)
 		}
 		if out, ok, err := c.insert(ctx, tx); err != nil || ok {
 			return out, err

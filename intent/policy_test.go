@@ -9,9 +9,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/intent"
+	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/operation"
+	"github.com/tokend/tokend/token"
 )
 
 // An Issuer caches policies, yet a policy redeclared elsewhere (another
@@ -23,7 +26,7 @@ func TestIssueFollowsRedeclaredPolicy(t *testing.T) {
 	put := func(p operation.Policy) {
 		t.Helper()
 		p.Name = op
-		if _, err := operation.Put(ctx, pool, tenant, p); err != nil {
+		if _, err := operation.Put(ctx, pool, tenant, p, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -79,7 +82,7 @@ func TestIssueTxFollowsPolicyInSameTransaction(t *testing.T) {
 	pool, is, ctx := pgtest.NewPool(t), newIssuer(t), context.Background()
 	req := request("tx")
 	req.Operation, req.TTLSeconds = "shop.refund", 600
-	if _, err := operation.Put(ctx, pool, tenant, operation.Policy{Name: req.Operation, MaxTTLSeconds: 3600}); err != nil {
+	if _, err := operation.Put(ctx, pool, tenant, operation.Policy{Name: req.Operation, MaxTTLSeconds: 3600}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := is.Issue(ctx, pool, request("warm")); err != nil {
@@ -96,7 +99,7 @@ func TestIssueTxFollowsPolicyInSameTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-	if _, err := operation.Put(ctx, tx, tenant, operation.Policy{Name: req.Operation, MaxTTLSeconds: 60}); err != nil {
+	if _, err := operation.Put(ctx, tx, tenant, operation.Policy{Name: req.Operation, MaxTTLSeconds: 60}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := is.IssueTx(ctx, tx, req); !errors.Is(err, intent.ErrInvalidRequest) {
@@ -126,7 +129,7 @@ func TestIssueRacingRedeclarations(t *testing.T) {
 	pool, is, ctx := pgtest.NewPool(t), newIssuer(t), context.Background()
 	const op = "shop.checkout"
 	put := func() {
-		if _, err := operation.Put(ctx, pool, tenant, operation.Policy{Name: op, Mode: operation.Lease}); err != nil {
+		if _, err := operation.Put(ctx, pool, tenant, operation.Policy{Name: op, Mode: operation.Lease}, nil); err != nil {
 			t.Error(err)
 		}
 	}
@@ -169,5 +172,93 @@ func TestIssueRefusesUnstorableText(t *testing.T) {
 				t.Errorf("%s %q: err = %v, want ErrInvalidRequest", name, bad, err)
 			}
 		}
+	}
+}
+
+// A retry of an issue is compared under the policy its token was issued
+// under: redeclaring the ignored fields, lowering the maximum ttl or deleting
+// the operation does not turn it into another request.
+func TestIssueRetryKeepsPolicyItWasIssuedUnder(t *testing.T) {
+	t.Parallel()
+	pool, is, ctx := pgtest.NewPool(t), newIssuer(t), context.Background()
+	req := request("kept")
+	req.Operation, req.TTLSeconds, req.Payload = "shop.ship", 600, []byte(`{"n":1,"trace":"x"}`)
+	put := func(p operation.Policy) {
+		t.Helper()
+		p.Name = req.Operation
+		if _, err := operation.Put(ctx, pool, tenant, p, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(operation.Policy{MaxTTLSeconds: 600})
+	first, err := is.Issue(ctx, pool, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, change := range []struct {
+		name  string
+		apply func()
+	}{
+		{"ignored fields", func() { put(operation.Policy{MaxTTLSeconds: 600, IgnoredFields: []string{"trace"}}) }},
+		{"lower maximum ttl", func() { put(operation.Policy{MaxTTLSeconds: 60, IgnoredFields: []string{"trace"}}) }},
+		{"deleted", func() {
+			if _, err := pool.Exec(ctx, `UPDATE tokens SET state = 'consumed' WHERE id = $1`, first.Token.ID); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := operation.Delete(ctx, pool, tenant, req.Operation); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		change.apply()
+		again, err := is.Issue(ctx, pool, req)
+		if err != nil || !again.Replayed || again.Token.ID != first.Token.ID || again.Secret != first.Secret {
+			t.Fatalf("%s: retry = %+v, %v; want the first token replayed", change.name, again.Token, err)
+		}
+		other := req
+		other.Payload = []byte(`{"n":2,"trace":"x"}`)
+		// Refused: the key is taken, or the current policy refuses it.
+		if _, err := is.Issue(ctx, pool, other); !errors.Is(err, intent.ErrKeyReused) && !errors.Is(err, intent.ErrInvalidRequest) && !errors.Is(err, operation.ErrUnknown) {
+			t.Fatalf("%s: another request with the same key: %v, want it refused", change.name, err)
+		}
+	}
+	if n := count(t, pool, `SELECT count(*) FROM tokens WHERE operation = $1`, req.Operation); n != 1 {
+		t.Errorf("%d tokens, want 1", n)
+	}
+}
+
+// With a validator, a payload the operation's handler would refuse is not
+// issued; lease-mode operations are not asked about.
+func TestIssueValidatesPayload(t *testing.T) {
+	t.Parallel()
+	pool, ctx := pgtest.NewPool(t), context.Background()
+	keys, err := token.NewKeyring("test-server-key-0123456789abcdef0123456789")
+	if err != nil {
+		t.Fatal(err)
+	}
+	handlers := consume.NewRegistry()
+	ledger.Register(handlers)
+	is := intent.NewIssuer(keys, intent.WithValidator(handlers))
+
+	bad := request("bad")
+	bad.Payload = []byte(`{"account":"alice","amount":"10"}`)
+	_, err = is.Issue(ctx, pool, bad)
+	var pe *consume.PayloadError
+	if !errors.Is(err, intent.ErrInvalidRequest) || !errors.As(err, &pe) || pe.Field != "amount" {
+		t.Fatalf("Issue = %v, want ErrInvalidRequest with a PayloadError on amount", err)
+	}
+	if _, err := is.Issue(ctx, pool, request("good")); err != nil {
+		t.Fatalf("a valid payload: %v", err)
+	}
+	if _, err := operation.Put(ctx, pool, tenant, operation.Policy{Name: "pay.card"}, handlers); err != nil {
+		t.Fatal(err)
+	}
+	lease := bad
+	lease.IntentID, lease.Operation = "lease", "pay.card"
+	if _, err := is.Issue(ctx, pool, lease); err != nil {
+		t.Fatalf("lease mode: %v, want issued", err)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM tokens`); n != 2 {
+		t.Errorf("%d tokens, want 2", n)
 	}
 }

@@ -19,7 +19,7 @@ func TestCache(t *testing.T) {
 	if _, err := c.Get(ctx, pool, tenant, "shop.checkout"); !errors.Is(err, operation.ErrUnknown) {
 		t.Fatalf("undeclared: err = %v, want ErrUnknown", err)
 	}
-	put, err := operation.Put(ctx, pool, tenant, operation.Policy{Name: "shop.checkout", MaxTTLSeconds: 60})
+	put, err := operation.Put(ctx, pool, tenant, operation.Policy{Name: "shop.checkout", MaxTTLSeconds: 60}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,11 +57,11 @@ func TestPutVersions(t *testing.T) {
 	t.Parallel()
 	pool, ctx := pgtest.NewPool(t), context.Background()
 	p := operation.Policy{Name: "shop.checkout"}
-	first, err := operation.Put(ctx, pool, "acme", p)
+	first, err := operation.Put(ctx, pool, "acme", p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := operation.Put(ctx, pool, "acme", p)
+	second, err := operation.Put(ctx, pool, "acme", p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

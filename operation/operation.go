@@ -47,7 +47,22 @@ var (
 	ErrUnknown = errors.New("operation: unknown")
 	// ErrInvalid: a policy fails validation.
 	ErrInvalid = errors.New("operation: invalid policy")
+	// ErrNotRunnable: the policy declares atomic mode, but this server has
+	// no Go handler for the operation, so no spend of it could ever run.
+	ErrNotRunnable = errors.New("operation: not runnable")
+	// ErrBuiltin: the change would take a built-in operation out of the mode
+	// its handler runs in, or delete it.
+	ErrBuiltin = errors.New("operation: built in")
+	// ErrInUse: the operation still has unfinished tokens (issued and not
+	// yet expired, pending or unknown), which need its declaration.
+	ErrInUse = errors.New("operation: in use")
 )
+
+// Handlers tells which operations this server has a Go handler for, the
+// only ones it can declare in atomic mode. *consume.Registry is one.
+type Handlers interface {
+	Has(name string) bool
+}
 
 // Policy is one operation's declaration.
 type Policy struct {
@@ -66,10 +81,16 @@ type Policy struct {
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$`)
 var fieldRE = regexp.MustCompile(`^[^.\s]+(\.[^.\s]+)*$`)
 
-// WithDefaults returns p with its zero fields set to their defaults.
+// ValidName reports whether name can be an operation's: lowercase dotted
+// words, at most 100 bytes. No other name is ever declared or built in.
+func ValidName(name string) bool { return len(name) <= 100 && nameRE.MatchString(name) }
+
+// WithDefaults returns p with its zero fields set to their defaults. A mode
+// left empty is Lease, the mode of an operation without a Go handler; Put
+// makes it Atomic when the server has one.
 func (p Policy) WithDefaults() Policy {
 	if p.Mode == "" {
-		p.Mode = Atomic
+		p.Mode = Lease
 	}
 	if p.OnLeaseExpiry == "" {
 		p.OnLeaseExpiry = OnExpiryUnknown
@@ -93,7 +114,7 @@ func (p Policy) WithDefaults() Policy {
 func (p Policy) Validate() error {
 	const maxSeconds = 10 * 365 * 86400
 	switch {
-	case len(p.Name) > 100 || !nameRE.MatchString(p.Name):
+	case !ValidName(p.Name):
 		return fmt.Errorf("%w: name %q: want lowercase dotted words like ledger.credit", ErrInvalid, p.Name)
 	case p.Mode != Atomic && p.Mode != Lease:
 		return fmt.Errorf("%w: mode %q: want atomic or lease", ErrInvalid, p.Mode)
@@ -132,6 +153,6 @@ func Builtin(name string) (Policy, bool) {
 }
 
 var builtins = []Policy{
-	Policy{Name: "ledger.credit", IgnoredFields: []string{"trace_id"}}.WithDefaults(),
-	Policy{Name: "ledger.debit", IgnoredFields: []string{"trace_id"}}.WithDefaults(),
+	Policy{Name: "ledger.credit", Mode: Atomic, IgnoredFields: []string{"trace_id"}}.WithDefaults(),
+	Policy{Name: "ledger.debit", Mode: Atomic, IgnoredFields: []string{"trace_id"}}.WithDefaults(),
 }

@@ -3,11 +3,17 @@ package operation_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/operation"
+	"github.com/tokend/tokend/token"
 )
 
 func TestValidate(t *testing.T) {
@@ -46,6 +52,13 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// ledgerHandlers stands for a server with the ledger's handlers registered.
+var ledgerHandlers = handlerSet{"ledger.credit", "ledger.debit"}
+
+type handlerSet []string
+
+func (h handlerSet) Has(name string) bool { return slices.Contains(h, name) }
+
 func TestStore(t *testing.T) {
 	t.Parallel()
 	pool, ctx := pgtest.NewPool(t), context.Background()
@@ -56,7 +69,7 @@ func TestStore(t *testing.T) {
 	if _, err := operation.Get(ctx, pool, "acme", "payment.capture"); !errors.Is(err, operation.ErrUnknown) {
 		t.Fatalf("undeclared: %v, want ErrUnknown", err)
 	}
-	put, err := operation.Put(ctx, pool, "acme", operation.Policy{Name: "payment.capture", Mode: operation.Lease, OnLeaseExpiry: operation.OnExpiryTakeover})
+	put, err := operation.Put(ctx, pool, "acme", operation.Policy{Name: "payment.capture", Mode: operation.Lease, OnLeaseExpiry: operation.OnExpiryTakeover}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +85,7 @@ func TestStore(t *testing.T) {
 		t.Fatalf("other tenant sees it: %v", err)
 	}
 	// A tenant may override a built-in; List shows each name once.
-	if _, err := operation.Put(ctx, pool, "acme", operation.Policy{Name: "ledger.credit", Mode: operation.Atomic, MaxTTLSeconds: 60}); err != nil {
+	if _, err := operation.Put(ctx, pool, "acme", operation.Policy{Name: "ledger.credit", Mode: operation.Atomic, MaxTTLSeconds: 60}, ledgerHandlers); err != nil {
 		t.Fatal(err)
 	}
 	list, err := operation.List(ctx, pool, "acme")
@@ -89,13 +102,196 @@ func TestStore(t *testing.T) {
 	if got, want := strings.Join(names, ","), "ledger.credit,ledger.debit,payment.capture"; got != want {
 		t.Fatalf("list = %s, want %s", got, want)
 	}
-	if _, err := operation.Put(ctx, pool, "acme", operation.Policy{Name: "Bad Name"}); !errors.Is(err, operation.ErrInvalid) {
+	if _, err := operation.Put(ctx, pool, "acme", operation.Policy{Name: "Bad Name"}, nil); !errors.Is(err, operation.ErrInvalid) {
 		t.Fatalf("invalid put: %v", err)
 	}
 	// A name no declaration can have is unknown, whatever its bytes.
 	for _, name := range []string{"pay\x00ment", "pay\xffment", "Bad Name"} {
 		if _, err := operation.Get(ctx, pool, "acme", name); !errors.Is(err, operation.ErrUnknown) {
 			t.Errorf("Get(%q) = %v, want ErrUnknown", name, err)
+		}
+	}
+}
+
+func TestPutRefusesWhatCannotRun(t *testing.T) {
+	t.Parallel()
+	pool, ctx := pgtest.NewPool(t), context.Background()
+	tests := []struct {
+		name     string
+		p        operation.Policy
+		want     error
+		wantMode operation.Mode
+	}{
+		{"atomic without a handler", operation.Policy{Name: "shop.order", Mode: operation.Atomic}, operation.ErrNotRunnable, ""},
+		{"built-in into lease", operation.Policy{Name: "ledger.credit", Mode: operation.Lease}, operation.ErrBuiltin, ""},
+		{"omitted mode, no handler", operation.Policy{Name: "shop.ship"}, nil, operation.Lease},
+		{"omitted mode, a handler", operation.Policy{Name: "ledger.debit"}, nil, operation.Atomic},
+		{"built-in in its mode", operation.Policy{Name: "ledger.credit", Mode: operation.Atomic}, nil, operation.Atomic},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := operation.Put(ctx, pool, "acme", tc.p, ledgerHandlers)
+			if tc.want != nil {
+				if !errors.Is(err, tc.want) {
+					t.Fatalf("Put = %v, want %v", err, tc.want)
+				}
+				if p, err := operation.Get(ctx, pool, "acme", tc.p.Name); err == nil && p.Version != 0 {
+					t.Fatalf("a refused Put was stored: %+v", p)
+				}
+				return
+			}
+			if err != nil || got.Mode != tc.wantMode {
+				t.Fatalf("Put = %+v, %v; want mode %s", got, err, tc.wantMode)
+			}
+		})
+	}
+	// Without handlers, no operation can be declared atomic.
+	if _, err := operation.Put(ctx, pool, "acme", operation.Policy{Name: "ledger.credit", Mode: operation.Atomic}, nil); !errors.Is(err, operation.ErrNotRunnable) {
+		t.Errorf("atomic with no handlers: %v, want ErrNotRunnable", err)
+	}
+}
+
+func TestDelete(t *testing.T) {
+	t.Parallel()
+	pool, ctx := pgtest.NewPool(t), context.Background()
+	if _, err := operation.Delete(ctx, pool, "acme", "ledger.credit"); !errors.Is(err, operation.ErrBuiltin) {
+		t.Errorf("delete a built-in: %v, want ErrBuiltin", err)
+	}
+	if _, err := operation.Delete(ctx, pool, "acme", "never.declared"); !errors.Is(err, operation.ErrUnknown) {
+		t.Errorf("delete an undeclared operation: %v, want ErrUnknown", err)
+	}
+	if _, err := operation.Put(ctx, pool, "acme", operation.Policy{Name: "pay.card"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := operation.Put(ctx, pool, "other", operation.Policy{Name: "pay.card"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	insert := func(id, state, expiresIn string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, `INSERT INTO tokens (tenant_id, id, operation, intent_id, subject, secret_hash, secret_nonce,
+			secret_key_id, fingerprint, ttl_seconds, retention_seconds, state, expires_at, retain_until)
+			VALUES ('acme', $1::text, 'pay.card', $1::text, 'u', sha256(convert_to($1::text, 'UTF8')), '\x00', 'k', '\x00', 60, 60, $2,
+			        now() + $3::interval, now() + $3::interval + interval '1 hour')`, id, state, expiresIn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct{ id, state, expiresIn string }{
+		{"tok_issued", "issued", "1 minute"},
+		{"tok_pending", "pending", "-1 minute"},
+		{"tok_unknown", "unknown", "-1 minute"},
+	} {
+		insert(tc.id, tc.state, tc.expiresIn)
+		if _, err := operation.Delete(ctx, pool, "acme", "pay.card"); !errors.Is(err, operation.ErrInUse) {
+			t.Fatalf("delete with a %s token: %v, want ErrInUse", tc.state, err)
+		}
+		if _, err := pool.Exec(ctx, `UPDATE tokens SET state = 'consumed' WHERE id = $1`, tc.id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Finished tokens and issued ones past their expiry need nothing.
+	insert("tok_stale", "issued", "-1 second")
+	p, err := operation.Delete(ctx, pool, "acme", "pay.card")
+	if err != nil || p.Name != "pay.card" || p.Mode != operation.Lease {
+		t.Fatalf("Delete = %+v, %v", p, err)
+	}
+	if _, err := operation.Get(ctx, pool, "acme", "pay.card"); !errors.Is(err, operation.ErrUnknown) {
+		t.Errorf("after Delete: %v, want ErrUnknown", err)
+	}
+	if _, err := operation.Get(ctx, pool, "other", "pay.card"); err != nil {
+		t.Errorf("another tenant's declaration went too: %v", err)
+	}
+}
+
+// A delete racing an issue never leaves an unfinished token whose
+// declaration is gone: it waits for the issue to commit, then sees its token.
+func TestDeleteWaitsForConcurrentIssue(t *testing.T) {
+	t.Parallel()
+	pool, ctx := pgtest.NewPool(t), context.Background()
+	keys, err := token.NewKeyring("test-server-key-0123456789abcdef0123456789")
+	if err != nil {
+		t.Fatal(err)
+	}
+	is := intent.NewIssuer(keys)
+	req := func(key string) intent.Request {
+		return intent.Request{Tenant: "acme", Operation: "pay.card", IntentID: key, Subject: "u", TTLSeconds: 60, Actor: "test"}
+	}
+	if _, err := operation.Put(ctx, pool, "acme", operation.Policy{Name: "pay.card"}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := is.IssueTx(ctx, tx, req("held")); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := operation.Delete(ctx, pool, "acme", "pay.card")
+		done <- err
+	}()
+	for waiting := false; !waiting; {
+		select {
+		case err := <-done:
+			t.Fatalf("Delete = %v while an issue of the operation was uncommitted; want it to wait for the issue", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, operation.ErrInUse) {
+		t.Fatalf("Delete after the issue committed = %v, want ErrInUse", err)
+	}
+
+	// Many rounds of issues racing a delete: whatever wins, no unfinished
+	// token is left without its declaration.
+	for round := range 20 {
+		if _, err := operation.Put(ctx, pool, "acme", operation.Policy{Name: "race.op"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for i := range 4 {
+			wg.Go(func() {
+				r := req(fmt.Sprint("race-", round, "-", i))
+				r.Operation = "race.op"
+				_, _ = is.Issue(ctx, pool, r) // issued, or refused as unknown
+			})
+		}
+		wg.Go(func() { _, _ = operation.Delete(ctx, pool, "acme", "race.op") })
+		wg.Wait()
+		var orphans int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM tokens t WHERE t.state = 'issued'
+			AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.tenant_id = t.tenant_id AND o.name = t.operation)`).Scan(&orphans); err != nil {
+			t.Fatal(err)
+		}
+		if orphans != 0 {
+			t.Fatalf("round %d: %d issued tokens whose operation was deleted", round, orphans)
+		}
+		if _, err := pool.Exec(ctx, `UPDATE tokens SET state = 'revoked' WHERE operation = 'race.op'`); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = operation.Delete(ctx, pool, "acme", "race.op")
+	}
+}
+
+// A name that could never be declared is unknown, and never reaches the
+// database, where a NUL byte or invalid UTF-8 would be an error.
+func TestUndeclarableNameIsUnknown(t *testing.T) {
+	t.Parallel()
+	pool, ctx := pgtest.NewPool(t), context.Background()
+	for _, name := range []string{"pay\x00card", "pay.\xffcard", "Pay.Card", strings.Repeat("a", 101)} {
+		if _, err := operation.Get(ctx, pool, "acme", name); !errors.Is(err, operation.ErrUnknown) {
+			t.Errorf("Get(%q) = %v, want ErrUnknown", name, err)
+		}
+		if _, err := operation.Delete(ctx, pool, "acme", name); !errors.Is(err, operation.ErrUnknown) {
+			t.Errorf("Delete(%q) = %v, want ErrUnknown", name, err)
 		}
 	}
 }

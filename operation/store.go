@@ -38,12 +38,29 @@ ON CONFLICT (tenant_id, name) DO UPDATE SET
     version = nextval('operation_versions')
 RETURNING version`
 
+// lockSQL takes the declaration's row lock, waiting for the issues that hold
+// it shared (intent/sql.go insertSQL locks it FOR KEY SHARE) to commit, so
+// that the statement after it sees their tokens.
+const lockSQL = `SELECT version FROM operations WHERE tenant_id = $1 AND name = $2 FOR UPDATE`
+
+// deleteSQL deletes a declaration unless a token still needs it: issued and
+// not yet expired (by the database clock), pending or unknown. Run after
+// lockSQL in the same transaction, so no issue can slip in between.
+const deleteSQL = `
+DELETE FROM operations
+WHERE tenant_id = $1 AND name = $2
+  AND NOT EXISTS (
+    SELECT 1 FROM tokens
+    WHERE tenant_id = $1 AND operation = $2
+      AND (state IN ('pending', 'unknown') OR (state = 'issued' AND expires_at > now()))
+  )
+RETURNING ` + policyColumns
+
 // Get returns the policy of operation name for tenant: the tenant's own
 // declaration, else the built-in default, else an error wrapping ErrUnknown.
 func Get(ctx context.Context, q Querier, tenant, name string) (Policy, error) {
-	if !nameRE.MatchString(name) {
-		// Put refuses such a name, so none is declared; asking Postgres
-		// could only fail, and for a name that is not text, loudly.
+	if !ValidName(name) {
+		// Never declared, and not a value to hand the database (NUL, bad UTF-8).
 		return Policy{}, fmt.Errorf("%w: %q", ErrUnknown, name)
 	}
 	p, err := scan(q.QueryRow(ctx, getSQL, tenant, name))
@@ -86,11 +103,24 @@ func List(ctx context.Context, q Querier, tenant string) ([]Policy, error) {
 }
 
 // Put declares or redeclares an operation for tenant. Zero fields take their
-// defaults. Tokens already issued keep the retention they were issued with.
-func Put(ctx context.Context, q Querier, tenant string, p Policy) (Policy, error) {
+// defaults; an empty Mode is Atomic when h has a handler for the operation,
+// Lease otherwise. Atomic mode without a handler in h is refused with
+// ErrNotRunnable, and a built-in operation in another mode than its own with
+// ErrBuiltin. A redeclaration governs the tokens issued after it: tokens
+// already issued keep the policy they were issued under.
+func Put(ctx context.Context, q Querier, tenant string, p Policy, h Handlers) (Policy, error) {
+	if p.Mode == "" && h != nil && h.Has(p.Name) {
+		p.Mode = Atomic
+	}
 	p = p.WithDefaults()
 	if err := p.Validate(); err != nil {
 		return Policy{}, err
+	}
+	if b, ok := Builtin(p.Name); ok && p.Mode != b.Mode {
+		return Policy{}, fmt.Errorf("%w: %s runs in %s mode; it cannot be declared %s", ErrBuiltin, p.Name, b.Mode, p.Mode)
+	}
+	if p.Mode == Atomic && (h == nil || !h.Has(p.Name)) {
+		return Policy{}, fmt.Errorf("%w: this server has no Go handler for %s; declare it in lease mode", ErrNotRunnable, p.Name)
 	}
 	err := q.QueryRow(ctx, putSQL, tenant, p.Name, p.Mode, p.OnLeaseExpiry, p.LeaseSeconds, p.MaxTTLSeconds, p.RetentionSeconds, p.IgnoredFields).Scan(&p.Version)
 	if err != nil {
@@ -102,5 +132,47 @@ func Put(ctx context.Context, q Querier, tenant string, p Policy) (Policy, error
 func scan(row pgx.Row) (Policy, error) {
 	var p Policy
 	err := row.Scan(&p.Name, &p.Mode, &p.OnLeaseExpiry, &p.LeaseSeconds, &p.MaxTTLSeconds, &p.RetentionSeconds, &p.IgnoredFields, &p.Version)
+	return p, err
+}
+
+// Beginner starts a transaction: a pool, a connection, or a transaction
+// (which starts a savepoint).
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Delete removes tenant's declaration of operation name and returns it. It
+// is refused with ErrBuiltin for a built-in operation, ErrUnknown for one not
+// declared, and ErrInUse while a token of it is issued and not yet expired,
+// pending or unknown. Finished tokens keep the policy they were issued under,
+// so their outcomes still replay.
+func Delete(ctx context.Context, db Beginner, tenant, name string) (Policy, error) {
+	if _, ok := Builtin(name); ok {
+		return Policy{}, fmt.Errorf("%w: %s cannot be deleted", ErrBuiltin, name)
+	}
+	if !ValidName(name) {
+		return Policy{}, fmt.Errorf("%w: %q", ErrUnknown, name)
+	}
+	var p Policy
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		var v int64
+		err := tx.QueryRow(ctx, lockSQL, tenant, name).Scan(&v)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: %q", ErrUnknown, name)
+		}
+		if err != nil {
+			return fmt.Errorf("operation: delete %q: %w", name, err)
+		}
+		// A statement of its own, so its snapshot includes the tokens of the
+		// issues lockSQL waited for.
+		p, err = scan(tx.QueryRow(ctx, deleteSQL, tenant, name))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: %s has unfinished tokens (issued, pending or unknown); wait for them to finish or expire, or revoke or reconcile them", ErrInUse, name)
+		}
+		if err != nil {
+			return fmt.Errorf("operation: delete %q: %w", name, err)
+		}
+		return nil
+	})
 	return p, err
 }

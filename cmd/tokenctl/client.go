@@ -54,6 +54,10 @@ func (c *client) put(ctx context.Context, path string, body any) ([]byte, error)
 	return c.do(ctx, http.MethodPut, path, body)
 }
 
+func (c *client) delete(ctx context.Context, path string) ([]byte, error) {
+	return c.do(ctx, http.MethodDelete, path, nil)
+}
+
 // do sends a request, with body as JSON unless it is nil, and returns the
 // body of a 2xx answer. Any other answer is an *apiError.
 func (c *client) do(ctx context.Context, method, path string, body any) ([]byte, error) {

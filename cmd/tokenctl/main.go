@@ -10,10 +10,11 @@
 //	tokenctl revoke <id> --reason R
 //	tokenctl reconcile <id> --outcome succeeded|not_executed|failed [--status N] [--result JSON]
 //	tokenctl purge
-//	tokenctl operations put <name> --mode atomic|lease [--on-lease-expiry unknown|takeover]
+//	tokenctl operations put <name> [--mode atomic|lease] [--on-lease-expiry unknown|takeover]
 //	        [--lease-seconds N] [--max-ttl-seconds N] [--retention-seconds N] [--ignored-fields a,b]
 //	tokenctl operations list
 //	tokenctl operations get <name>
+//	tokenctl operations delete <name>
 //	tokenctl stats
 //
 // Every command takes --url (env TOKENCTL_URL, default http://127.0.0.1:8080),
@@ -21,7 +22,7 @@
 // instead of a table. Flags may come before or after the arguments.
 //
 // Exit status: 0 on success, 2 for a usage error, 3 when the token or
-// operation is not found, 4 on a conflict with the token's state, 5 when the
+// operation is not found, 4 on a conflict with the token's or operation's state, 5 when the
 // key is refused, 1 for anything else. Errors go to stderr with the API's
 // problem code and detail.
 package main
@@ -48,11 +49,12 @@ commands:
   reconcile <id> --outcome succeeded|not_executed|failed [--status N] [--result JSON]
                                         settle a token whose outcome is unknown
   purge                                 delete finished tokens past their retention, until none is left
-  operations put <name> --mode atomic|lease [--on-lease-expiry unknown|takeover]
+  operations put <name> [--mode atomic|lease] [--on-lease-expiry unknown|takeover]
           [--lease-seconds N] [--max-ttl-seconds N] [--retention-seconds N] [--ignored-fields a,b]
-                                        declare an operation (replaces its policy)
+                                        declare an operation (replaces its policy for tokens issued from now on)
   operations list                       the declared operations
   operations get <name>                 one operation's policy
+  operations delete <name>              remove a declaration no unfinished token needs
   stats                                 pending and unknown tokens, and the oldest of each
 
 environment: TOKENCTL_URL (default http://127.0.0.1:8080), TOKENCTL_KEY (an operator key; required)

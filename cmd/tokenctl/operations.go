@@ -8,17 +8,18 @@ import (
 )
 
 const operationsUsage = `usage:
-  tokenctl operations put <name> --mode atomic|lease [--on-lease-expiry unknown|takeover]
+  tokenctl operations put <name> [--mode atomic|lease] [--on-lease-expiry unknown|takeover]
           [--lease-seconds N] [--max-ttl-seconds N] [--retention-seconds N] [--ignored-fields a,b]
   tokenctl operations list
   tokenctl operations get <name>
+  tokenctl operations delete <name>
 `
 
 // policy is an operation's declaration. Name is the path's when putting, so
 // it is left out of the request.
 type policy struct {
 	Name             string   `json:"name,omitempty"`
-	Mode             string   `json:"mode"`
+	Mode             string   `json:"mode,omitempty"`
 	OnLeaseExpiry    string   `json:"on_lease_expiry,omitempty"`
 	LeaseSeconds     int      `json:"lease_seconds,omitempty"`
 	MaxTTLSeconds    int      `json:"max_ttl_seconds,omitempty"`
@@ -31,7 +32,7 @@ func operationPath(name string) string { return "/v1/admin/operations/" + url.Pa
 func operationsCmd(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 {
 		fmt.Fprint(e.stderr, operationsUsage)
-		return usagef("operations: want put, list or get")
+		return usagef("operations: want put, list, get or delete")
 	}
 	switch sub, rest := args[0], args[1:]; sub {
 	case "put":
@@ -40,21 +41,23 @@ func operationsCmd(ctx context.Context, e *env, args []string) error {
 		return operationsList(ctx, e, rest)
 	case "get":
 		return operationsGet(ctx, e, rest)
+	case "delete":
+		return operationsDelete(ctx, e, rest)
 	default:
 		fmt.Fprint(e.stderr, operationsUsage)
-		return usagef("operations %s: want put, list or get", sub)
+		return usagef("operations %s: want put, list, get or delete", sub)
 	}
 }
 
 // operationsPut declares an operation. A PUT replaces the whole policy:
 // the flags left out take the API's defaults, not the previous values.
 func operationsPut(ctx context.Context, e *env, args []string) error {
-	c := e.newCommand("operations put", "operations put <name> --mode atomic|lease [--on-lease-expiry unknown|takeover] [--lease-seconds N] [--max-ttl-seconds N] [--retention-seconds N] [--ignored-fields a,b]", "name")
+	c := e.newCommand("operations put", "operations put <name> [--mode atomic|lease] [--on-lease-expiry unknown|takeover] [--lease-seconds N] [--max-ttl-seconds N] [--retention-seconds N] [--ignored-fields a,b]", "name")
 	var (
 		p       policy
 		ignored string
 	)
-	c.fs.StringVar(&p.Mode, "mode", "", "atomic (a handler in tokend runs the effect) or lease (the effect happens elsewhere); required")
+	c.fs.StringVar(&p.Mode, "mode", "", "atomic (a Go handler in the server runs the effect) or lease (the effect happens elsewhere); default atomic if the server has a handler for the operation, else lease")
 	c.fs.StringVar(&p.OnLeaseExpiry, "on-lease-expiry", "", "lease mode: what a lapsed lease becomes, unknown (an operator reconciles) or takeover (the next spender gets a new generation); default unknown")
 	c.fs.IntVar(&p.LeaseSeconds, "lease-seconds", 0, "lease mode: how long a holder has to report (default 30)")
 	c.fs.IntVar(&p.MaxTTLSeconds, "max-ttl-seconds", 0, "the longest ttl a token may be issued with (default 3600)")
@@ -63,10 +66,6 @@ func operationsPut(ctx context.Context, e *env, args []string) error {
 	names, err := c.parse(args)
 	if err != nil {
 		return err
-	}
-	if p.Mode == "" {
-		c.fs.Usage()
-		return usagef("operations put: --mode is required")
 	}
 	for f := range strings.SplitSeq(ignored, ",") {
 		if f = strings.TrimSpace(f); f != "" {
@@ -125,6 +124,25 @@ func operationsGet(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	body, err := api.get(ctx, operationPath(names[0]))
+	if err != nil {
+		return err
+	}
+	return c.printPolicy(body)
+}
+
+// operationsDelete removes a declaration. The server refuses it for a
+// built-in operation and while the operation has unfinished tokens.
+func operationsDelete(ctx context.Context, e *env, args []string) error {
+	c := e.newCommand("operations delete", "operations delete <name>", "name")
+	names, err := c.parse(args)
+	if err != nil {
+		return err
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	body, err := api.delete(ctx, operationPath(names[0]))
 	if err != nil {
 		return err
 	}

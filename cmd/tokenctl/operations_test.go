@@ -58,7 +58,31 @@ func TestOperations(t *testing.T) {
 
 	f.fails(exitNotFound, "unknown_operation", "operations", "get", "never.declared")
 	f.fails(exitError, "invalid_request", "operations", "put", "Pay.Card", "--mode", "lease")
-	f.fails(exitUsage, "--mode is required", "operations", "put", "pay.card")
-	f.fails(exitUsage, "want put, list or get", "operations")
-	f.fails(exitUsage, "want put, list or get", "operations", "delete", "pay.card")
+	f.fails(exitError, "operation_not_runnable", "operations", "put", "shop.order", "--mode", "atomic")
+	f.fails(exitConflict, "builtin_operation", "operations", "put", "ledger.credit", "--mode", "lease")
+	f.fails(exitUsage, "want put, list, get or delete", "operations")
+	f.fails(exitUsage, "want put, list, get or delete", "operations", "remove", "pay.card")
+}
+
+func TestOperationsDelete(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var put policy
+	f.okJSON(&put, "operations", "put", "pay.card") // no --mode: lease, as the server has no handler
+	if put.Mode != "lease" {
+		t.Fatalf("put without --mode declared %q, want lease", put.Mode)
+	}
+	tok := f.issue("pay-1", `{"operation":"pay.card","subject":"alice","ttl_seconds":60}`)
+	f.fails(exitConflict, "operation_in_use", "operations", "delete", "pay.card")
+	f.fails(exitConflict, "builtin_operation", "operations", "delete", "ledger.credit")
+	f.fails(exitNotFound, "unknown_operation", "operations", "delete", "never.declared")
+	f.fails(exitUsage, "", "operations", "delete")
+
+	f.ok("revoke", tok.ID, "--reason", "test")
+	var deleted policy
+	f.okJSON(&deleted, "operations", "delete", "pay.card")
+	if deleted.Name != "pay.card" || deleted.Mode != "lease" {
+		t.Errorf("operations delete = %+v, want the deleted pay.card", deleted)
+	}
+	f.fails(exitNotFound, "unknown_operation", "operations", "get", "pay.card")
 }

@@ -39,7 +39,9 @@ func newAPI(ctx context.Context, cfg serveConfig, pool *pgxpool.Pool, keys *toke
 	release = func() { _ = c.Close() }
 	log.Info("lookup cache", "status", string(c.Status()))
 
-	issuer := intent.NewIssuer(keys)
+	// The handlers also check payloads at issue, so no token is issued that
+	// its handler would refuse at spend.
+	issuer := intent.NewIssuer(keys, intent.WithValidator(spender.Handlers()))
 	var demoApp *demo.App
 	if cfg.Demo {
 		if demoApp, err = demo.New(demo.Config{Pool: pool, Issuer: issuer, Spender: spender, SecretKey: cfg.SecretKey, Logger: log}); err != nil {

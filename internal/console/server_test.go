@@ -96,7 +96,7 @@ func newServer(t *testing.T, configure ...func(*console.Config)) *server {
 	cons.Mount(e)
 	s.Server = httptest.NewServer(e)
 	t.Cleanup(s.Close)
-	if _, err := operation.Put(t.Context(), pool, tenant, operation.Policy{Name: leaseOp, Mode: operation.Lease}); err != nil {
+	if _, err := operation.Put(t.Context(), pool, tenant, operation.Policy{Name: leaseOp, Mode: operation.Lease}, nil); err != nil {
 		t.Fatal(err)
 	}
 	return s

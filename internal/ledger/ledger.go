@@ -9,8 +9,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
+	"slices"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -54,43 +57,89 @@ type Failure struct {
 	Balance int64  `json:"balance"`
 }
 
-// ParsePayload decodes and validates b strictly, wrapping
-// consume.ErrInvalidPayload.
+// ParsePayload decodes and validates b strictly. Its error is a
+// *consume.PayloadError naming the field and the rule broken.
 func ParsePayload(b []byte) (Payload, error) {
-	if len(bytes.TrimSpace(b)) == 0 {
-		return Payload{}, fmt.Errorf("%w: payload is required", consume.ErrInvalidPayload)
+	fields, err := decodeObject(b)
+	if err != nil {
+		return Payload{}, err
 	}
 	var p Payload
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		return Payload{}, fmt.Errorf("%w: %v", consume.ErrInvalidPayload, err)
-	}
-	if dec.More() {
-		return Payload{}, fmt.Errorf("%w: trailing data after the payload", consume.ErrInvalidPayload)
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		raw := fields[name]
+		switch name {
+		case "account":
+			if json.Unmarshal(raw, &p.Account) != nil || !accountRE.MatchString(p.Account) {
+				return Payload{}, &consume.PayloadError{Field: "account", Rule: ruleAccount}
+			}
+		case "amount":
+			// An integer in JSON's own notation: no fraction, no exponent.
+			n, err := strconv.ParseInt(string(raw), 10, 64)
+			if err != nil || n <= 0 || n > MaxAmount {
+				return Payload{}, &consume.PayloadError{Field: "amount", Rule: ruleAmount}
+			}
+			p.Amount = n
+		case "trace_id":
+			if json.Unmarshal(raw, &p.TraceID) != nil {
+				return Payload{}, &consume.PayloadError{Field: "trace_id", Rule: "must be a string"}
+			}
+		default:
+			return Payload{}, &consume.PayloadError{Field: name, Rule: "is not a field of this operation (account, amount, trace_id)"}
+		}
 	}
 	switch {
-	case !accountRE.MatchString(p.Account):
-		return Payload{}, fmt.Errorf("%w: account must be 1 to 64 of A-Z a-z 0-9 _ . : @ -", consume.ErrInvalidPayload)
-	case p.Amount <= 0 || p.Amount > MaxAmount:
-		return Payload{}, fmt.Errorf("%w: amount must be an integer from 1 to %d", consume.ErrInvalidPayload, int64(MaxAmount))
+	case fields["account"] == nil:
+		return Payload{}, &consume.PayloadError{Field: "account", Rule: "is required; it " + ruleAccount}
+	case fields["amount"] == nil:
+		return Payload{}, &consume.PayloadError{Field: "amount", Rule: "is required; it " + ruleAmount}
 	}
 	return p, nil
 }
 
-// Register adds the ledger's handlers to r.
-func Register(r *consume.Registry) {
-	r.Register(Credit, consume.HandlerFunc(credit))
-	r.Register(Debit, consume.HandlerFunc(debit))
+var (
+	ruleAccount = "must be a string of 1 to 64 of A-Z a-z 0-9 _ . : @ -"
+	ruleAmount  = "must be an integer from 1 to " + strconv.FormatInt(MaxAmount, 10)
+)
+
+// decodeObject splits a JSON object into its members, each left raw. It is
+// the ledger's one JSON decoding step.
+func decodeObject(b []byte) (map[string]json.RawMessage, error) {
+	var fields map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&fields); err != nil || fields == nil || dec.More() {
+		return nil, &consume.PayloadError{Rule: "must be a JSON object {account, amount}"}
+	}
+	return fields, nil
 }
 
-func credit(ctx context.Context, tx pgx.Tx, c consume.Call) (consume.Outcome, error) {
+// handler runs one of the ledger's operations on a valid payload. It is a
+// consume.Validator, so a payload it would refuse is refused at issue.
+type handler func(ctx context.Context, tx pgx.Tx, c consume.Call, p Payload) (consume.Outcome, error)
+
+// Execute parses the payload and runs h.
+func (h handler) Execute(ctx context.Context, tx pgx.Tx, c consume.Call) (consume.Outcome, error) {
 	p, err := ParsePayload(c.Payload)
 	if err != nil {
 		return consume.Outcome{}, err
 	}
+	return h(ctx, tx, c, p)
+}
+
+// Validate refuses what Execute would refuse before touching the ledger.
+func (h handler) Validate(payload []byte) error {
+	_, err := ParsePayload(payload)
+	return err
+}
+
+// Register adds the ledger's handlers to r.
+func Register(r *consume.Registry) {
+	r.Register(Credit, handler(credit))
+	r.Register(Debit, handler(debit))
+}
+
+func credit(ctx context.Context, tx pgx.Tx, c consume.Call, p Payload) (consume.Outcome, error) {
 	var balance int64
-	err = tx.QueryRow(ctx, creditSQL, c.Tenant, p.Account, p.Amount, c.TokenID, int64(MaxBalance)).Scan(&balance)
+	err := tx.QueryRow(ctx, creditSQL, c.Tenant, p.Account, p.Amount, c.TokenID, int64(MaxBalance)).Scan(&balance)
 	if errors.Is(err, pgx.ErrNoRows) {
 		bal, err := Balance(ctx, tx, c.Tenant, p.Account)
 		if err != nil {
@@ -107,13 +156,9 @@ func credit(ctx context.Context, tx pgx.Tx, c consume.Call) (consume.Outcome, er
 	return consume.Outcome{Status: http.StatusOK, Result: Account{Account: p.Account, Balance: balance}}, nil
 }
 
-func debit(ctx context.Context, tx pgx.Tx, c consume.Call) (consume.Outcome, error) {
-	p, err := ParsePayload(c.Payload)
-	if err != nil {
-		return consume.Outcome{}, err
-	}
+func debit(ctx context.Context, tx pgx.Tx, c consume.Call, p Payload) (consume.Outcome, error) {
 	var balance int64
-	err = tx.QueryRow(ctx, debitSQL, c.Tenant, p.Account, p.Amount, c.TokenID).Scan(&balance)
+	err := tx.QueryRow(ctx, debitSQL, c.Tenant, p.Account, p.Amount, c.TokenID).Scan(&balance)
 	if errors.Is(err, pgx.ErrNoRows) {
 		bal, err := Balance(ctx, tx, c.Tenant, p.Account)
 		if err != nil {
