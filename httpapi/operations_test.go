@@ -278,14 +278,14 @@ func TestIssueValidatesPayloadWithHandler(t *testing.T) {
 	a.issue(a.client(), "lease", `{"operation":"pay.card","subject":"u","ttl_seconds":60,"payload":{"amount":"5"}}`)
 }
 
-// An operation name Postgres cannot store is unknown on every operation route
+// An operation name Postgres cannot store is refused on every operation route
 // and on issue, never a 5xx.
 func TestOperationRoutesRefuseUnstorableNames(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t)
 	for _, name := range []string{"pay%00card", "pay.%FFcard"} {
-		wantProblem(t, a.get(a.operator(), "/v1/admin/operations/"+name), http.StatusNotFound, "unknown_operation")
-		wantProblem(t, a.deleteOperation(name), http.StatusNotFound, "unknown_operation")
+		wantProblem(t, a.get(a.operator(), "/v1/admin/operations/"+name), http.StatusBadRequest, "invalid_request")
+		wantProblem(t, a.deleteOperation(name), http.StatusBadRequest, "invalid_request")
 		if res := a.putOperation(name, `{"mode":"lease"}`); res.status != http.StatusBadRequest {
 			t.Errorf("PUT %s = %d %s, want 400", name, res.status, res.body)
 		}

@@ -235,7 +235,7 @@ func TestJSONLabelledAsForm(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t)
 	res := a.do(request{method: http.MethodPost, path: "/v1/tokens", key: a.client(),
-		body:   `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":60,"payload":{"note":"50% off; 100%"}}`,
+		body:   `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":60,"payload":{"account":"a","amount":5,"trace_id":"50% off; 100%"}}`,
 		header: http.Header{"Idempotency-Key": {"form-labelled"}, "Content-Type": {"application/x-www-form-urlencoded"}}})
 	if res.status != http.StatusCreated {
 		t.Errorf("issue = %d %s, want 201", res.status, res.body)
