@@ -193,7 +193,10 @@ WITH due AS (
 SELECT count(*) FROM del`
 
 // unresolvedSQL counts the tokens someone owes an outcome for. Ages are in
-// microseconds, measured from the token's creation.
+// microseconds, measured from the token's creation. The stored state is the
+// one every read reports here: inspect.StateExpr only ever turns an issued
+// token into an expired one, neither of which is counted, so the partial
+// index tokens_unresolved still serves these.
 const unresolvedSQL = `
 SELECT count(*) FILTER (WHERE state = 'pending'),
        count(*) FILTER (WHERE state = 'unknown'),
