@@ -12,8 +12,10 @@ import (
 
 // RevokeTx revokes tenant's token id inside tx, recording reason and actor in
 // its audit trail, and returns the revoked token. Only an issued token can be
-// revoked: any other state gives an error wrapping token.ErrInvalidState, and
-// a missing token, or another tenant's, gives token.ErrNotFound.
+// revoked: any other state gives an error wrapping token.ErrInvalidState, an
+// issued token past its expiry (by the database clock) included, as it is
+// expired (inspect.StateExpr); a missing token, or another tenant's, gives
+// token.ErrNotFound.
 //
 // A revoke racing a spend of the same token has exactly one winner: the
 // spend holds the row lock, and the revoke's UPDATE, waiting for it,

@@ -6,19 +6,22 @@ import "github.com/tokend/tokend/inspect"
 // database as parameters. Times are the database clock's, so every instance
 // and the sweeper agree on what has expired.
 
-// lockStateSQL tells why a conditional transition matched no row. The lock
-// makes the answer hold until the caller's transaction ends.
-const lockStateSQL = `SELECT state FROM tokens WHERE tenant_id = $1 AND id = $2 FOR UPDATE`
+// lockStateSQL tells why a conditional transition matched no row, with the
+// state every read reports (inspect.StateExpr): an issued token past its
+// expiry is expired. The lock makes the answer hold until the caller's
+// transaction ends.
+const lockStateSQL = `SELECT ` + inspect.StateExpr + ` FROM tokens WHERE tenant_id = $1 AND id = $2 FOR UPDATE`
 
 // revokeSQL revokes an issued token and records the reason. A revoked intent
 // is remembered like a spent one: re-issuing it during the retention period
-// hands back the revoked token, not a fresh one.
+// hands back the revoked token, not a fresh one. A token past its expiry is
+// expired, even before the sweeper records it, and so cannot be revoked.
 const revokeSQL = `
 WITH u AS (
     UPDATE tokens
     SET state = 'revoked', finished_at = now(),
         retain_until = greatest(retain_until, now() + make_interval(secs => retention_seconds))
-    WHERE tenant_id = $1 AND id = $2 AND state = 'issued'
+    WHERE tenant_id = $1 AND id = $2 AND state = 'issued' AND expires_at > now()
     RETURNING ` + inspect.Columns + `
 ), ev AS (
     INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation, detail)
@@ -187,7 +190,10 @@ WITH due AS (
 SELECT count(*) FROM del`
 
 // unresolvedSQL counts the tokens someone owes an outcome for. Ages are in
-// microseconds, measured from the token's creation.
+// microseconds, measured from the token's creation. The stored state is the
+// one every read reports here: inspect.StateExpr only ever turns an issued
+// token into an expired one, neither of which is counted, so the partial
+// index tokens_unresolved still serves these.
 const unresolvedSQL = `
 SELECT count(*) FILTER (WHERE state = 'pending'),
        count(*) FILTER (WHERE state = 'unknown'),

@@ -2,9 +2,9 @@
 // trail, or a filtered page of a tenant's tokens. Nothing here can return a
 // token's secret: it is not stored.
 //
-// States are reported as stored: an issued token whose expiry has passed is
-// refused by every spend, but reads as issued until the sweeper records it
-// as expired.
+// States are reported as of the database's clock (StateExpr): an issued
+// token whose expiry has passed reads as expired, as every spend refuses it,
+// before the sweeper records it and after.
 package inspect
 
 import (

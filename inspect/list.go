@@ -23,7 +23,7 @@ var ErrInvalidFilter = errors.New("inspect: invalid filter")
 
 // Filter selects the tokens List returns. Zero fields select everything.
 type Filter struct {
-	State         token.State
+	State         token.State // as every read reports it (StateExpr): expired includes issued tokens past expiry
 	Operation     string
 	Subject       string
 	CreatedAfter  time.Time // created at or after; zero for no bound

@@ -8,10 +8,8 @@
 //	tokend keys create --tenant T --role client|operator   print a new API key
 //	tokend keys revoke --tenant T --id key_…           revoke an API key
 //
-// Configuration comes from the environment (TOKEND_DATABASE_URL,
-// TOKEND_LISTEN, TOKEND_REDIS_URL, TOKEND_SECRET_KEY,
-// TOKEND_PREVIOUS_SECRET_KEYS, TOKEND_SHUTDOWN_TIMEOUT, TOKEND_SWEEP_INTERVAL,
-// TOKEND_DEMO); flags override it.
+// Configuration comes from the environment, every variable of which the
+// usage text (tokend help) lists; flags override it.
 // Exit status: 0 on success, 1 on failure, 2 for a usage or configuration
 // error.
 package main
@@ -26,16 +24,23 @@ import (
 )
 
 const usage = `usage:
-  tokend serve [--listen ADDR] [--database-url URL] [--redis-url URL] [--shutdown-timeout D] [--sweep-interval D] [--demo]
+  tokend serve [--listen ADDR] [--database-url URL] [--redis-url URL] [--rate-limit N]
+               [--shutdown-timeout D] [--sweep-interval D] [--debug-listen ADDR] [--demo]
   tokend migrate [--database-url URL]
   tokend keys create --tenant T --role client|operator [--database-url URL]
   tokend keys revoke --tenant T --id key_… [--database-url URL]
 
-environment: TOKEND_DATABASE_URL (required), TOKEND_LISTEN (default 127.0.0.1:8080),
-TOKEND_REDIS_URL, TOKEND_SECRET_KEY (serve; at least 32 bytes),
-TOKEND_PREVIOUS_SECRET_KEYS (comma-separated), TOKEND_SHUTDOWN_TIMEOUT (default 15s),
-TOKEND_SWEEP_INTERVAL (default 1m),
-TOKEND_DEMO (1 serves the demo app under /demo, where anyone may sign in; default off)
+environment (a flag overrides its variable):
+  TOKEND_DATABASE_URL          Postgres URL (required)
+  TOKEND_SECRET_KEY            serve: at least 32 bytes of random text, token secrets derive from it (required)
+  TOKEND_PREVIOUS_SECRET_KEYS  serve: comma-separated former secret keys, after a rotation
+  TOKEND_LISTEN                serve: listen address (default 127.0.0.1:8080)
+  TOKEND_REDIS_URL             serve, keys revoke: Redis of the lookup cache (optional)
+  TOKEND_RATE_LIMIT            serve: requests per second per API key, 0 for none (default 1000)
+  TOKEND_SWEEP_INTERVAL        serve: how often the sweeper runs (default 1m)
+  TOKEND_SHUTDOWN_TIMEOUT      serve: how long in-flight requests may finish after SIGTERM (default 15s)
+  TOKEND_DEBUG_LISTEN          serve: address of Go's profiler, /debug/pprof/; keep it on loopback (default off)
+  TOKEND_DEMO                  serve: 1 serves the demo app under /demo, where anyone may sign in (default off)
 `
 
 func main() {

@@ -8,6 +8,8 @@ import (
 	"github.com/tokend/tokend/migrations"
 )
 
+// migrate applies the schema migrations and says how many it applied, so
+// that "nothing to do" is told from "done".
 func migrate(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	var cfg dbConfig
 	if err := parseFlags("migrate", args, getenv, stderr, cfg.bind); err != nil {
@@ -16,9 +18,16 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
 	}
-	if err := migrations.ApplyURL(ctx, cfg.DatabaseURL); err != nil {
+	n, err := migrations.ApplyURLCount(ctx, cfg.DatabaseURL)
+	switch {
+	case err != nil:
 		return err
+	case n == 0:
+		fmt.Fprintln(stderr, "tokend: schema already up to date")
+	case n == 1:
+		fmt.Fprintln(stderr, "tokend: applied 1 migration; schema up to date")
+	default:
+		fmt.Fprintf(stderr, "tokend: applied %d migrations; schema up to date\n", n)
 	}
-	fmt.Fprintln(stderr, "tokend: schema is up to date")
 	return nil
 }

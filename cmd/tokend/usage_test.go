@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tokend/tokend/internal/pgtest"
+)
+
+// envVarRE matches a tokend environment variable's name.
+var envVarRE = regexp.MustCompile(`\bTOKEND_[A-Z0-9_]*[A-Z0-9]\b`)
+
+// testOnly are variables of tests and test builds, not of a production
+// tokend: the usage text need not list them.
+var testOnly = []string{"TOKEND_TEST_", "TOKEND_FAKETIME_"}
+
+func envVars(text string) []string {
+	var vars []string
+	for _, v := range envVarRE.FindAllString(text, -1) {
+		if !slices.ContainsFunc(testOnly, func(p string) bool { return strings.HasPrefix(v, p) }) {
+			vars = append(vars, v)
+		}
+	}
+	slices.Sort(vars)
+	return slices.Compact(vars)
+}
+
+// The usage text and the README name the same variables, so that neither
+// can gain one the other lacks.
+func TestUsageListsEveryReadmeVariable(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented, listed := envVars(string(readme)), envVars(usage)
+	if len(documented) == 0 {
+		t.Fatal("found no TOKEND_ variable in README.md")
+	}
+	for _, v := range documented {
+		if !slices.Contains(listed, v) {
+			t.Errorf("README.md documents %s; the usage text does not list it", v)
+		}
+	}
+	for _, v := range listed {
+		if !slices.Contains(documented, v) {
+			t.Errorf("the usage text lists %s; README.md does not document it", v)
+		}
+	}
+	// Each is also explained, one line of its own, not just named in passing.
+	for _, v := range listed {
+		if !regexp.MustCompile(`(?m)^  ` + v + ` +\S`).MatchString(usage) {
+			t.Errorf("the usage text has no line explaining %s", v)
+		}
+	}
+}
+
+// tokend migrate says whether it applied migrations, and how many.
+func TestMigrateSaysWhatItDid(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewURL(t)
+	// An empty database: pgtest's is migrated, so take the schema away.
+	conn, err := pgx.Connect(t.Context(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), `DROP SCHEMA public CASCADE; CREATE SCHEMA public`); err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join("..", "..", "migrations", "*.sql"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("migrations: %v, %v", files, err)
+	}
+	env := func(k string) string {
+		if k == "TOKEND_DATABASE_URL" {
+			return dbURL
+		}
+		return ""
+	}
+
+	tests := []struct {
+		name string
+		want *regexp.Regexp
+	}{
+		{"empty database", regexp.MustCompile(`^tokend: applied ` + regexp.QuoteMeta(plural(len(files))) + `; schema up to date\n$`)},
+		{"up to date", regexp.MustCompile(`^tokend: schema already up to date\n$`)},
+	}
+	for _, tt := range tests {
+		var stdout, stderr bytes.Buffer
+		if code := run(t.Context(), []string{"migrate"}, env, &stdout, &stderr); code != 0 || stdout.Len() != 0 || !tt.want.MatchString(stderr.String()) {
+			t.Errorf("%s: migrate: exit %d, stdout %q, stderr %q; want exit 0 and stderr matching %s", tt.name, code, stdout.String(), stderr.String(), tt.want)
+		}
+	}
+	var tokens int
+	if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM tokens`).Scan(&tokens); err != nil {
+		t.Errorf("after migrate the schema lacks tokens: %v", err)
+	}
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return "1 migration"
+	}
+	return strconv.Itoa(n) + " migrations"
+}
