@@ -6,7 +6,6 @@ package ledger
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/internal/jsonread"
 )
 
 // Operation names.
@@ -55,19 +55,17 @@ type Failure struct {
 }
 
 // ParsePayload decodes and validates b strictly, wrapping
-// consume.ErrInvalidPayload.
+// consume.ErrInvalidPayload: case-sensitive names, no duplicate, unknown or
+// case-variant member, one JSON object.
 func ParsePayload(b []byte) (Payload, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return Payload{}, fmt.Errorf("%w: payload is required", consume.ErrInvalidPayload)
 	}
+	// The one reading the payload digest also has (internal/jsonread):
+	// "Amount" is not "amount", and a member given twice is refused.
 	var p Payload
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		return Payload{}, fmt.Errorf("%w: %v", consume.ErrInvalidPayload, err)
-	}
-	if dec.More() {
-		return Payload{}, fmt.Errorf("%w: trailing data after the payload", consume.ErrInvalidPayload)
+	if err := jsonread.Unmarshal(b, &p); err != nil {
+		return Payload{}, fmt.Errorf("%w: %w", consume.ErrInvalidPayload, err)
 	}
 	switch {
 	case !accountRE.MatchString(p.Account):
