@@ -60,7 +60,9 @@ func TestHandler(t *testing.T) {
 			func() { log.Warn("header", slog.Group("h", slog.String("X-Token", apiKey))) },
 			func() { log.Error("failed", "error", fmt.Errorf("panic: bad token %q", tokenSecret)) },
 			func() { log.Error("failed", "error", errors.New(apiKey)) },
-			func() { log.Info("any", "req", request{Path: "/" + tokenSecret, Header: map[string]string{"Referer": apiKey}}) },
+			func() {
+				log.Info("any", "req", request{Path: "/" + tokenSecret, Header: map[string]string{"Referer": apiKey}})
+			},
 			func() { log.Info("stringer", "v", stringer{tokenSecret}) },
 			func() { log.Info("bytes", "b", []byte(apiKey)) },
 			func() { log.With("authorization", "Bearer "+apiKey).Info("with") },
