@@ -57,22 +57,17 @@ func Unmarshal(b []byte, v any) error {
 	return translate(json.Unmarshal(b, v, json.RejectUnknownMembers(true)))
 }
 
-// Decode reads r to its end and decodes it, exactly one JSON value, into v.
-// A refusal is an *Error; an error of r (such as *http.MaxBytesError) is
-// returned wrapped, for errors.As.
-func Decode(r io.Reader, v any) error {
-	return translate(json.UnmarshalRead(r, v, json.RejectUnknownMembers(true)))
-}
-
 // Check reports, as an *Error, why b is not exactly one JSON value that
 // every reader sees the same; nil if it is.
 func Check(b []byte) error { return walk(b, false) }
 
 // CheckPayload is Check for a payload a digest binds: it also refuses, as an
-// *Error, any number whose value an IEEE-754 double does not hold exactly.
-// A number literal is accepted when the decimal value it spells equals the
-// decimal value of what RFC 8785 writes for it (the shortest form that reads
-// back as the same double): 1, 1.0, 1e0, 0.1 and 12.50 pass, while
+// *Error, any number the RFC 8785 form would change. RFC 8785 reads a number
+// as an IEEE-754 double and writes the shortest decimal that reads back as
+// that double; a number literal is accepted when the decimal value it spells
+// equals the decimal value of what RFC 8785 writes for it. Two accepted
+// payloads with one canonical form therefore spell the same numbers.
+// 1, 1.0, 1e0, 0.1 and 12.50 pass, while
 // 9007199254740993 (2^53+1, which a double rounds to 2^53),
 // 0.10000000000000000001, 1e400 and 1e-400 are refused. -0 spells the value
 // zero, which RFC 8785 writes "0", and is accepted as zero.
@@ -172,8 +167,8 @@ func decimal(s string) (neg bool, digits string, exp int64, ok bool) {
 	return neg, trimmed, exp, true
 }
 
-// translate turns the decoder's errors into *Error. Any other error is the
-// reader's (a body over its size limit) and is returned as it is.
+// translate turns the decoder's errors into *Error. Any other error is
+// returned as it is.
 func translate(err error) error {
 	var (
 		own *Error

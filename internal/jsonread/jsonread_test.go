@@ -1,10 +1,7 @@
 package jsonread
 
 import (
-	"bytes"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -137,22 +134,6 @@ func TestCheckLeavesNumbers(t *testing.T) {
 		t.Error("Check accepted a duplicate member")
 	}
 }
-
-// TestDecodeKeepsReaderErrors: a body over its limit is the reader's error,
-// for a 413, not a refusal of the JSON.
-func TestDecodeKeepsReaderErrors(t *testing.T) {
-	body := http.MaxBytesReader(httptest.NewRecorder(), nopCloser{bytes.NewReader([]byte(`{"account":"` + strings.Repeat("x", 100) + `"}`))}, 20)
-	var c credit
-	err := Decode(body, &c)
-	var tooLarge *http.MaxBytesError
-	if !errors.As(err, &tooLarge) {
-		t.Fatalf("Decode = %v (%T), want an *http.MaxBytesError", err, err)
-	}
-}
-
-type nopCloser struct{ *bytes.Reader }
-
-func (nopCloser) Close() error { return nil }
 
 // FuzzCheckPayload: every refusal is an *Error, and whatever CheckPayload
 // accepts Unmarshal reads too.
