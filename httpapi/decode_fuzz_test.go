@@ -35,6 +35,14 @@ func FuzzDecode(f *testing.F) {
 		`{"outcome":"succeeded","status":201,"result":"ok"}`,
 		`{"reason":"fraud"}`, `{}`, `[]`, `null`, `{"ttl_seconds":1e400}`, `{"a":1}{"b":2}`, `{"generation":"1"}`,
 		"\xff\xfe", `{"subject":"\ud800"}`,
+		// One reading: duplicates at the top and nested, case variants, numbers
+		// a double does not hold, a negative zero, lone surrogates.
+		`{"operation":"a","subject":"s","operation":"b"}`,
+		`{"operation":"a","payload":{"account":"a","amount":1,"amount":2}}`,
+		`{"generation":1,"result":{"a":[{"b":1,"b":2}]}}`,
+		`{"Operation":"a","operation":"b"}`, `{"payload":{"amount":5,"Amount":500}}`,
+		`{"payload":{"order_id":9007199254740993}}`, `{"payload":[1e400,-1e400,1e-400]}`,
+		`{"payload":{"n":-0,"m":-0.0e5}}`, `{"payload":{"s":"\udc00"}}`, "{\"payload\":\"\xed\xa0\x80\"}",
 	} {
 		for i := range requestBodies {
 			f.Add([]byte(seed), uint8(i))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"regexp"
 	"runtime/debug"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tokend/tokend/internal/apikey"
+	"github.com/tokend/tokend/internal/logredact"
 )
 
 // RequestIDHeader carries the id that ties a response to its log line. A
@@ -43,9 +45,12 @@ func (s *Server) requestID(c *gin.Context) {
 
 // accessLog writes one line per request. It logs what identifies the request
 // and its outcome, never headers, bodies or query strings: they carry keys,
-// token secrets and end users' data.
+// token secrets and end users' data. The path is logged with any secret in
+// it redacted (the server's logger is a logredact.Handler), and a secret in
+// the URL is reported first, by watchURL.
 func (s *Server) accessLog(c *gin.Context) {
 	start := time.Now()
+	s.watchURL(c)
 	c.Next()
 	status := c.Writer.Status()
 	attrs := []slog.Attr{
@@ -70,6 +75,35 @@ func (s *Server) accessLog(c *gin.Context) {
 		level = slog.LevelError
 	}
 	s.log.LogAttrs(c.Request.Context(), level, "request", attrs...)
+}
+
+// watchURL counts and logs, at WARN with the request id, a request whose
+// path or query holds a token secret or an API key: proxies, browser
+// histories and access logs keep URLs, so the secret should be taken as
+// leaked. The value itself is never logged.
+func (s *Server) watchURL(c *gin.Context) {
+	u := c.Request.URL
+	query, err := url.QueryUnescape(u.RawQuery)
+	if err != nil {
+		query = ""
+	}
+	for _, part := range []struct {
+		name  string
+		found bool
+	}{
+		{"path", logredact.Contains(u.Path) || logredact.Contains(u.RawPath)},
+		{"query", logredact.Contains(u.RawQuery) || logredact.Contains(query)},
+	} {
+		if !part.found {
+			continue
+		}
+		s.metrics.ObserveSecretInURL(part.name)
+		s.log.LogAttrs(c.Request.Context(), slog.LevelWarn, "secret in URL",
+			slog.String("request_id", c.GetString(requestIDKey)),
+			slog.String("method", c.Request.Method),
+			slog.String("part", part.name),
+			slog.String("advice", "a token secret or API key was sent in the URL; treat it as leaked: revoke the token or the key"))
+	}
 }
 
 // recoverPanic turns a handler's panic into a logged 500.

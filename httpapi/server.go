@@ -26,6 +26,7 @@ import (
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/cache"
+	"github.com/tokend/tokend/internal/logredact"
 	"github.com/tokend/tokend/internal/metrics"
 )
 
@@ -41,7 +42,7 @@ type Config struct {
 	// Spender spends tokens. Required.
 	Spender *consume.Spender
 	// Logger receives one line per request and the detail of every internal
-	// error. Default slog.Default().
+	// error, with token secrets and API keys redacted. Default slog.Default().
 	Logger *slog.Logger
 	// MaxBodyBytes bounds a request body; a larger one is answered 413.
 	// Default DefaultMaxBodyBytes.
@@ -148,9 +149,9 @@ func New(cfg Config) (*Server, error) {
 		cache:        cfg.Cache,
 		metrics:      cfg.Metrics,
 	}
-	if s.log == nil {
-		s.log = slog.Default()
-	}
+	// Whatever logger it is given, no line of the server shows a secret a
+	// client sent (internal/logredact).
+	s.log = logredact.Logger(s.log)
 	if s.maxBodyBytes == 0 {
 		s.maxBodyBytes = DefaultMaxBodyBytes
 	}

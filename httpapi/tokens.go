@@ -37,10 +37,10 @@ func timestampOrNil(t *time.Time) *string {
 }
 
 type issueRequest struct {
-	Operation  string          `json:"operation"`
-	Subject    string          `json:"subject"`
-	TTLSeconds int             `json:"ttl_seconds"`
-	Payload    json.RawMessage `json:"payload"`
+	Operation  string  `json:"operation"`
+	Subject    string  `json:"subject"`
+	TTLSeconds int     `json:"ttl_seconds"`
+	Payload    payload `json:"payload"`
 }
 
 // issuedBody is the answer to an issue request. It is rendered from fields
@@ -107,10 +107,10 @@ func (s *Server) issue(c *gin.Context) {
 }
 
 type consumeRequest struct {
-	Token     string          `json:"token"`
-	Operation string          `json:"operation"`
-	Subject   string          `json:"subject"`
-	Payload   json.RawMessage `json:"payload"`
+	Token     string  `json:"token"`
+	Operation string  `json:"operation"`
+	Subject   string  `json:"subject"`
+	Payload   payload `json:"payload"`
 }
 
 func (s *Server) consume(c *gin.Context) {

@@ -1,19 +1,22 @@
 package token
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/go-json-experiment/json"
 	"github.com/gowebpki/jcs"
+
+	"github.com/tokend/tokend/internal/jsonread"
 )
 
-// ErrInvalidPayload means a payload is not a single valid JSON value (or has
-// duplicate keys, which RFC 8785 forbids because parsers disagree on them).
+// ErrInvalidPayload means a payload is not one JSON value that every reader
+// reads the same way: it is malformed, has a duplicate member name at any
+// depth, invalid UTF-8 or a lone surrogate, or a number an IEEE-754 double
+// does not hold exactly (see internal/jsonread.CheckPayload).
 var ErrInvalidPayload = errors.New("token: invalid payload")
 
 // Digest returns the SHA-256 of the RFC 8785 canonical form of payload after
@@ -31,7 +34,13 @@ func Digest(payload []byte, ignored []string) ([]byte, error) {
 }
 
 // Canonical returns the RFC 8785 form of payload without the ignored fields.
+// It refuses, wrapping ErrInvalidPayload, a payload that could be read two
+// ways, so that two payloads with one canonical form spell the same names,
+// strings and decimal numbers: a handler reading either reads the same.
 func Canonical(payload []byte, ignored []string) ([]byte, error) {
+	if err := jsonread.CheckPayload(payload); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidPayload, err)
+	}
 	canon, err := jcs.Transform(payload)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidPayload, err)
@@ -39,11 +48,11 @@ func Canonical(payload []byte, ignored []string) ([]byte, error) {
 	if len(ignored) == 0 || len(canon) == 0 || canon[0] != '{' {
 		return canon, nil
 	}
+	// Every number in canon is exactly a double (CheckPayload), so reading
+	// numbers as float64 and writing them again loses nothing.
 	var doc map[string]any
-	dec := json.NewDecoder(bytes.NewReader(canon))
-	dec.UseNumber()
-	if err := dec.Decode(&doc); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidPayload, err)
+	if err := jsonread.Unmarshal(canon, &doc); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidPayload, err)
 	}
 	removed := false
 	for _, f := range ignored {

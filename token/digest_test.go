@@ -145,6 +145,16 @@ func TestDigestInvalid(t *testing.T) {
 		{"invalid UTF-8", "{\"a\":\"\xff\"}"},
 		{"lone surrogate", `{"a":"\ud800"}`},
 		{"comment", `{"a":1 /* c */}`},
+		// A double holds none of these exactly: the digest would bind
+		// another number than the one sent.
+		{"2^53+1", `{"order_id":9007199254740993}`},
+		{"2^53+1 nested", `{"meta":{"ids":[1,9007199254740993]}}`},
+		{"2^53+1 in an ignored field", `{"trace_id":9007199254740993}`},
+		{"2^64", `{"n":18446744073709551616}`},
+		{"decimal noise", `{"price":0.10000000000000000001}`},
+		{"underflow", `{"n":1e-400}`},
+		{"negative overflow", `{"n":-1e400}`},
+		{"lone low surrogate", `{"a":"\udc00"}`},
 	}
 	for _, tt := range tests {
 		for _, ignored := range [][]string{nil, {"trace_id"}} {
@@ -160,6 +170,29 @@ func TestDigestInvalid(t *testing.T) {
 
 // Ignored fields name object members; a payload that is not an object has
 // none, so the ignored list must not affect it.
+// TestDigestBindsNumbersExactly: two payloads with one digest spell the same
+// numbers. 2^53 and 2^53+1 are one double; only the first is accepted, so a
+// spend naming the other cannot present the bound digest. Spellings of one
+// value (1e23 and its digits, 0.1 and 0.10) stay one digest.
+func TestDigestBindsNumbersExactly(t *testing.T) {
+	bound := mustDigest(t, `{"order_id":9007199254740992}`, nil)
+	for _, other := range []string{`{"order_id":9007199254740993}`, `{"order_id":9007199254740992.5}`, `{"order_id":9007199254740992.00000001}`} {
+		if d, err := Digest([]byte(other), nil); err == nil {
+			t.Errorf("Digest(%s) = %x, want a refusal (equal to the bound digest: %v)", other, d, bytes.Equal(d, bound))
+		}
+	}
+	for _, pair := range [][2]string{
+		{`{"n":9007199254740992}`, `{"n":9.007199254740992e15}`},
+		{`{"n":1e23}`, `{"n":100000000000000000000000}`},
+		{`{"n":0.1}`, `{"n":0.10}`},
+		{`{"n":0}`, `{"n":-0}`}, // -0 is zero; RFC 8785 writes it 0
+	} {
+		if !bytes.Equal(mustDigest(t, pair[0], nil), mustDigest(t, pair[1], nil)) {
+			t.Errorf("Digest(%s) != Digest(%s)", pair[0], pair[1])
+		}
+	}
+}
+
 func TestDigestNonObject(t *testing.T) {
 	for _, payload := range []string{`[{"trace_id":1,"a":2}]`, `"trace_id"`, `42`, `null`, `true`, `[]`} {
 		with := mustDigest(t, payload, []string{"trace_id", "a"})

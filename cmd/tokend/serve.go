@@ -14,10 +14,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/internal/ledger"
+	"github.com/tokend/tokend/internal/logredact"
 	"github.com/tokend/tokend/migrations"
 	"github.com/tokend/tokend/token"
 )
@@ -35,7 +37,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err != nil {
 		return usageError{err}
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	// Every line the process writes goes through one redacting handler: a
+	// token secret or API key a client sends never reaches the log. The
+	// log package's and gin's own output are routed through it too.
+	log := slog.New(logredact.New(slog.NewJSONHandler(stderr, nil)))
+	slog.SetDefault(log)
+	gin.DefaultWriter = slog.NewLogLogger(log.Handler(), slog.LevelInfo).Writer()
+	gin.DefaultErrorWriter = slog.NewLogLogger(log.Handler(), slog.LevelError).Writer()
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

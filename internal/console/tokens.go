@@ -15,6 +15,7 @@ import (
 
 	"github.com/tokend/tokend/admin"
 	"github.com/tokend/tokend/inspect"
+	"github.com/tokend/tokend/internal/jsonread"
 	"github.com/tokend/tokend/token"
 )
 
@@ -247,8 +248,8 @@ func (d reconcileData) reconciliation(actor string) (admin.Reconciliation, error
 		r.Status = n
 	}
 	if d.Result != "" {
-		if !json.Valid([]byte(d.Result)) {
-			return r, fmt.Errorf("%w: the result is not JSON", admin.ErrInvalidRequest)
+		if err := jsonread.Check([]byte(d.Result)); err != nil {
+			return r, fmt.Errorf("%w: the result is not JSON that reads one way: %w", admin.ErrInvalidRequest, err)
 		}
 		r.Result = json.RawMessage(d.Result)
 	}

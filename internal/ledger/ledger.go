@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/internal/jsonread"
 )
 
 // Operation names.
@@ -64,6 +65,8 @@ func ParsePayload(b []byte) (Payload, error) {
 	if err != nil {
 		return Payload{}, err
 	}
+	// The one reading the payload digest also has (internal/jsonread):
+	// "Amount" is not "amount", and a member given twice is refused.
 	var p Payload
 	for _, name := range slices.Sorted(maps.Keys(fields)) {
 		raw := fields[name]
@@ -104,6 +107,15 @@ var (
 // decodeObject splits a JSON object into its members, each left raw. It is
 // the ledger's one JSON decoding step.
 func decodeObject(b []byte) (map[string]json.RawMessage, error) {
+	// jsonread first: it refuses what a map would silently read one way
+	// (a member given twice, invalid UTF-8); the map keys are then exact.
+	if err := jsonread.Check(b); err != nil {
+		var refused *jsonread.Error
+		if errors.As(err, &refused) {
+			return nil, &consume.PayloadError{Rule: refused.Error()}
+		}
+		return nil, err
+	}
 	var fields map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&fields); err != nil || fields == nil || dec.More() {

@@ -50,6 +50,8 @@ type Metrics struct {
 	spends   *prometheus.CounterVec
 	cacheOps *prometheus.CounterVec
 	breaker  *prometheus.GaugeVec
+	// secretInURL counts requests that carried a secret in their URL.
+	secretInURL *prometheus.CounterVec
 }
 
 // New returns Metrics configured by cfg, on a registry of their own that
@@ -86,6 +88,7 @@ func New(cfg Config) (*Metrics, error) {
 			Namespace: namespace, Subsystem: "cache", Name: "breaker_state",
 			Help: "1 for the state the Redis circuit breaker is in (closed, open, half_open), 0 for the others.",
 		}, []string{"state"}),
+		secretInURL: newSecretInURL(),
 	}
 	// Every series of a fixed set exists from the start, at zero, so that
 	// rate() and alerts see the first event.
@@ -103,11 +106,15 @@ func New(cfg Config) (*Metrics, error) {
 	for _, s := range breakerStates {
 		m.breaker.WithLabelValues(s)
 	}
+	for _, p := range urlParts {
+		m.secretInURL.WithLabelValues(p)
+	}
 
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.duration, m.issues, m.spends, m.cacheOps, m.breaker,
+		m.secretInURL,
 	)
 	if cfg.Pool != nil {
 		m.reg.MustRegister(newPoolCollector(cfg.Pool))

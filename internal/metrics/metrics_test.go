@@ -89,6 +89,8 @@ func TestScrape(t *testing.T) {
 	m.ObserveSpend(metrics.SpendReplayed)
 	m.ObserveSpend(metrics.SpendOutcome(tokenID))
 	m.ObserveCache(tenant, subject)
+	m.ObserveSecretInURL("query")
+	m.ObserveSecretInURL(secret)
 
 	// The cache, driven for real, reports to m.
 	mr := miniredis.RunT(t)
@@ -113,7 +115,7 @@ func TestScrape(t *testing.T) {
 	for _, name := range []string{
 		"tokend_http_requests_total", "tokend_http_request_duration_seconds",
 		"tokend_issues_total", "tokend_spends_total",
-		"tokend_cache_operations_total", "tokend_cache_breaker_state",
+		"tokend_cache_operations_total", "tokend_cache_breaker_state", "tokend_secret_in_url_total",
 		"tokend_db_pool_acquired_conns", "tokend_db_pool_max_conns", "tokend_db_pool_acquires_total",
 		"tokend_tokens_unresolved", "tokend_tokens_unresolved_oldest_age_seconds", "tokend_tokens_unresolved_errors_total",
 		"go_goroutines", "process_cpu_seconds_total",
@@ -163,6 +165,9 @@ func TestScrape(t *testing.T) {
 		{"tokend_tokens_unresolved_oldest_age_seconds", map[string]string{"state": "unknown"}, 3600},
 		{"tokend_tokens_unresolved_errors_total", nil, 0},
 		{"tokend_db_pool_max_conns", nil, 7},
+		{"tokend_secret_in_url_total", map[string]string{"part": "query"}, 1},
+		{"tokend_secret_in_url_total", map[string]string{"part": "path"}, 0},
+		{"tokend_secret_in_url_total", map[string]string{"part": "other"}, 1},
 	}
 	for _, v := range values {
 		got, ok := value(fams[v.family], v.labels)
