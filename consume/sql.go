@@ -5,7 +5,7 @@ const setLockTimeoutSQL = `SELECT set_config('lock_timeout', $1, true)`
 // lockSQL reads a token by its secret hash under a row lock, with its
 // operation's policy. Expiry and lease end are judged by the database clock.
 const lockSQL = `
-SELECT t.id, t.operation, t.subject, t.state, t.generation, t.payload_digest,
+SELECT t.id, t.operation, t.subject, t.secret_key_id, t.state, t.generation, t.payload_digest,
        t.expires_at <= now(),
        t.result_status, t.result_body, t.operation_id,
        coalesce(t.lease_expires_at <= now(), false),

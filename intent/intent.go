@@ -34,6 +34,13 @@ var (
 	ErrKeyReused = errors.New("intent: idempotency key reused with a different request")
 	// ErrInvalidRequest: the request is malformed; nothing was written.
 	ErrInvalidRequest = errors.New("intent: invalid request")
+	// ErrKeyRetired: the intent's token was derived under a server key that
+	// has been retired, so it can be neither returned nor spent. Its intent
+	// ID stays taken until the intent's retention passes. The error names
+	// the token: look up its state before starting over with a new intent
+	// ID, since a consumed token did its effect and a new intent would do
+	// it again. It matches token.ErrKeyRetired too.
+	ErrKeyRetired = fmt.Errorf("intent: its token cannot be returned: %w", token.ErrKeyRetired)
 )
 
 // Request asks for a token for one business intent.
@@ -263,6 +270,9 @@ func (is *Issuer) resolve(ctx context.Context, tx pgx.Tx, c *candidate) (Issued,
 			return Issued{}, ErrKeyReused
 		default:
 			secret, err := is.keys.Derive(keyID, c.req.Tenant, rec.ID, nonce)
+			if errors.Is(err, token.ErrKeyRetired) {
+				return Issued{}, fmt.Errorf("%w: token %s", ErrKeyRetired, rec.ID)
+			}
 			if err != nil {
 				return Issued{}, fmt.Errorf("intent: re-derive secret: %w", err)
 			}

@@ -51,7 +51,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 
 	handlers := consume.NewRegistry()
 	ledger.Register(handlers)
-	spender, err := consume.New(consume.Config{Handlers: handlers})
+	spender, err := consume.New(consume.Config{Handlers: handlers, Keys: keys})
 	if err != nil {
 		return err
 	}

@@ -50,6 +50,8 @@ type Metrics struct {
 	spends   *prometheus.CounterVec
 	cacheOps *prometheus.CounterVec
 	breaker  *prometheus.GaugeVec
+	// retiredKey counts refusals for a retired server key (retired.go).
+	retiredKey *prometheus.CounterVec
 }
 
 // New returns Metrics configured by cfg, on a registry of their own that
@@ -109,6 +111,8 @@ func New(cfg Config) (*Metrics, error) {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.duration, m.issues, m.spends, m.cacheOps, m.breaker,
 	)
+	m.retiredKey = newRetiredKeyRefusals()
+	m.reg.MustRegister(m.retiredKey)
 	if cfg.Pool != nil {
 		m.reg.MustRegister(newPoolCollector(cfg.Pool))
 	}
