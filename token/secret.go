@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 )
 
@@ -38,6 +39,7 @@ var (
 // keyring yields no usable secret.
 type Keyring struct {
 	current string
+	ids     []string // current first, then previous, as given
 	keys    map[string][]byte
 }
 
@@ -53,6 +55,9 @@ func NewKeyring(current string, previous ...string) (*Keyring, error) {
 		if i == 0 {
 			k.current = id
 		}
+		if _, dup := k.keys[id]; !dup {
+			k.ids = append(k.ids, id)
+		}
 		k.keys[id] = []byte(key)
 	}
 	return k, nil
@@ -66,6 +71,10 @@ func KeyID(key string) string {
 
 // CurrentKeyID is the id of the key new tokens are derived under.
 func (k *Keyring) CurrentKeyID() string { return k.current }
+
+// KeyIDs returns the ids of the keyring's keys, the current one first, so
+// an operator can tell which keys a process holds and which are retired.
+func (k *Keyring) KeyIDs() []string { return slices.Clone(k.ids) }
 
 // Check returns nil when keyID names a key of the keyring, and an error
 // wrapping ErrKeyRetired when it does not.

@@ -155,6 +155,18 @@ func TestDeriveAfterRotation(t *testing.T) {
 	}
 }
 
+func TestKeyIDs(t *testing.T) {
+	k := mustKeyring(t, testKey, testOldKey, testKey)
+	got := k.KeyIDs()
+	if len(got) != 2 || got[0] != KeyID(testKey) || got[1] != KeyID(testOldKey) {
+		t.Fatalf("KeyIDs = %v, want current then previous, once each", got)
+	}
+	got[0] = "changed"
+	if k.KeyIDs()[0] != KeyID(testKey) {
+		t.Fatal("KeyIDs exposes the keyring's own slice")
+	}
+}
+
 func TestDeriveUnknownKey(t *testing.T) {
 	k := mustKeyring(t, testKey)
 	for _, keyID := range []string{KeyID(testOldKey), "", "knope"} {

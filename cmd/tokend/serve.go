@@ -36,6 +36,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return usageError{err}
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	// Key ids, never keys: the WARN lines of refused spends name the
+	// retired key's id, to be matched against this line.
+	log.Info("server keys", "current", keys.CurrentKeyID(), "previous", keys.KeyIDs()[1:])
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
