@@ -131,6 +131,14 @@ func TestSpendRefusesRetiredKey(t *testing.T) {
 	if got := e.balance("alice"); got != 7 {
 		t.Fatalf("balance = %d, want 7 (the one spend made before the key was retired)", got)
 	}
+
+	// A lease holder quotes the token id and generation, not the secret:
+	// its report still lands after the key is retired.
+	held := e.issue(payOp, "alice", nil)
+	lease := e.grant(held)
+	if resp, err := consume.Finish(ctx, e.pool, token.Complete, report(held, lease.Generation, map[string]string{"ok": "yes"})); err != nil || resp.State != token.Consumed {
+		t.Fatalf("complete after retirement = %+v, %v", resp, err)
+	}
 }
 
 // TestSpendAfterRotation: a rotated keyring (new current key, old one kept
