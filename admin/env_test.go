@@ -47,7 +47,7 @@ func newEnvOn(t *testing.T, pool *pgxpool.Pool) *env {
 	}
 	handlers := consume.NewRegistry()
 	ledger.Register(handlers)
-	s, err := consume.New(consume.Config{Handlers: handlers})
+	s, err := consume.New(consume.Config{Handlers: handlers, Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func newSpendBench(b *testing.B) *spendBench {
 	}
 	h := consume.NewRegistry()
 	ledger.Register(h)
-	s, err := consume.New(consume.Config{Handlers: h})
+	s, err := consume.New(consume.Config{Handlers: h, Keys: keys})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -32,3 +32,19 @@ func (e *InProgressError) Error() string { return "token: in progress" }
 
 // Is makes errors.Is(err, token.ErrInProgress) true.
 func (e *InProgressError) Is(target error) bool { return target == token.ErrInProgress }
+
+// KeyRetiredError is returned (it matches token.ErrKeyRetired) when the
+// spent token's secret was derived under a server key the Spender's keyring
+// no longer holds. Nothing was changed. TokenID and KeyID, neither of them
+// secret, tell an operator which token and which retired key were tried.
+type KeyRetiredError struct {
+	TokenID string
+	KeyID   string
+}
+
+func (e *KeyRetiredError) Error() string {
+	return "consume: token " + e.TokenID + ": " + token.ErrKeyRetired.Error() + " " + e.KeyID
+}
+
+// Is makes errors.Is(err, token.ErrKeyRetired) true.
+func (e *KeyRetiredError) Is(target error) bool { return target == token.ErrKeyRetired }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"os"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -27,7 +28,13 @@ func ExampleSpender_SpendTx() {
 			err := tx.QueryRow(ctx, `INSERT INTO orders (token_id, body) VALUES ($1, $2) RETURNING id`, c.TokenID, c.Payload).Scan(&orderID)
 			return consume.Outcome{Status: 200, Result: map[string]int64{"order_id": orderID}}, err
 		}))
-	spender, err := consume.New(consume.Config{Handlers: handlers})
+	// The keyring the Issuer derives secrets under: a token derived under a
+	// key it does not hold (a retired key) is refused.
+	keys, err := token.NewKeyring(os.Getenv("TOKEND_SECRET_KEY"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	spender, err := consume.New(consume.Config{Handlers: handlers, Keys: keys})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -24,6 +24,11 @@ const DefaultLockWait = 5 * time.Second
 type Config struct {
 	// Handlers runs atomic operations. Required.
 	Handlers *Registry
+	// Keys is the keyring the tokens' secrets are derived under, the
+	// Issuer's. Required: a token derived under a key it no longer holds
+	// (a retired key) is refused with token.ErrKeyRetired, whatever its
+	// state, so that retiring a leaked key takes effect at spend too.
+	Keys *token.Keyring
 	// LockWait bounds how long a spend waits for a concurrent spend of the
 	// same token to finish before answering token.ErrInProgress. Zero means
 	// DefaultLockWait; negative leaves the connection's lock_timeout alone.
@@ -35,12 +40,16 @@ func (c Config) Validate() error {
 	if c.Handlers == nil {
 		return errors.New("consume: Config.Handlers is required")
 	}
+	if c.Keys == nil {
+		return errors.New("consume: Config.Keys is required: the keyring tokens are issued under")
+	}
 	return nil
 }
 
 // Spender spends tokens.
 type Spender struct {
 	handlers *Registry
+	keys     *token.Keyring
 	lockWait string // as set_config wants it, "" for none
 }
 
@@ -49,7 +58,7 @@ func New(cfg Config) (*Spender, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Spender{handlers: cfg.Handlers}
+	s := &Spender{handlers: cfg.Handlers, keys: cfg.Keys}
 	switch {
 	case cfg.LockWait == 0:
 		s.lockWait = strconv.FormatInt(DefaultLockWait.Milliseconds(), 10)
@@ -98,6 +107,7 @@ type Lease struct {
 // issued under (Name, Mode, OnLeaseExpiry, LeaseSeconds, IgnoredFields).
 type locked struct {
 	id, operation, subject string
+	keyID                  string // the server key its secret derives from
 	state                  token.State
 	generation             int64
 	digest                 []byte
@@ -123,6 +133,11 @@ func (s *Spender) SpendTx(ctx context.Context, tx pgx.Tx, req Request) (Response
 	t, err := s.lock(ctx, tx, req)
 	if err != nil {
 		return Response{}, err
+	}
+	// First: a secret derived under a retired key proves nothing, not even
+	// enough to learn the token's binding, state or stored outcome.
+	if err := s.keys.Check(t.keyID); err != nil {
+		return Response{}, &KeyRetiredError{TokenID: t.id, KeyID: t.keyID}
 	}
 	if t.operation != req.Operation || t.subject != req.Subject {
 		return Response{}, ErrBindingMismatch
@@ -216,7 +231,7 @@ func (s *Spender) lock(ctx context.Context, tx pgx.Tx, req Request) (*locked, er
 	}
 	t := &locked{}
 	p := &t.policy
-	err := row.Scan(&t.id, &t.operation, &t.subject, &t.state, &t.generation, &t.digest, &t.expired,
+	err := row.Scan(&t.id, &t.operation, &t.subject, &t.keyID, &t.state, &t.generation, &t.digest, &t.expired,
 		&t.resultStatus, &t.resultBody, &t.operationID, &t.leaseLapsed, &t.leaseLeftSeconds,
 		&p.Mode, &p.OnLeaseExpiry, &p.LeaseSeconds, &p.IgnoredFields)
 	switch {

@@ -43,6 +43,7 @@ func newEnvWith(t *testing.T, cfg consume.Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.Keys = keys
 	if cfg.Handlers == nil {
 		cfg.Handlers = consume.NewRegistry()
 		ledger.Register(cfg.Handlers)

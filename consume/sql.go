@@ -7,7 +7,7 @@ const setLockTimeoutSQL = `SELECT set_config('lock_timeout', $1, true)`
 // been redeclared or deleted since). Expiry and lease end are judged by the
 // database clock.
 const lockSQL = `
-SELECT id, operation, subject, state, generation, payload_digest,
+SELECT id, operation, subject, secret_key_id, state, generation, payload_digest,
        expires_at <= now(),
        result_status, result_body, operation_id,
        coalesce(lease_expires_at <= now(), false),

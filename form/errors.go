@@ -13,8 +13,9 @@ var (
 	// cannot be a token. It is wrapped in ErrStale.
 	ErrNoToken = errors.New("form: no token in the submitted form")
 	// ErrStale: the submitted form can no longer be carried out, and nothing
-	// was done. Its token expired, was revoked, was purged, belongs to
-	// another user or form, or is missing. Show a fresh form.
+	// was done. Its token expired, was revoked, was purged, derives from a
+	// retired server key, belongs to another user or form, or is missing.
+	// Show a fresh form.
 	ErrStale = errors.New("form: stale form")
 	// ErrInvalid: the submitted values were refused before anything was
 	// done. The token is still unspent.

@@ -202,7 +202,8 @@ func (p *Protector) replay(ctx context.Context, req consume.Request, refused err
 func (p *Protector) result(resp consume.Response, err error) (Result, error) {
 	switch {
 	case errors.Is(err, token.ErrNotFound), errors.Is(err, token.ErrExpired),
-		errors.Is(err, token.ErrRevoked), errors.Is(err, consume.ErrBindingMismatch):
+		errors.Is(err, token.ErrRevoked), errors.Is(err, token.ErrKeyRetired),
+		errors.Is(err, consume.ErrBindingMismatch):
 		return Result{}, fmt.Errorf("%w: %w", ErrStale, err)
 	case errors.Is(err, consume.ErrInvalidPayload):
 		return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)

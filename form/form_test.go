@@ -58,6 +58,7 @@ func newEnvWith(t *testing.T, cfg consume.Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.Keys = keys
 	cfg.Handlers = consume.NewRegistry()
 	ledger.Register(cfg.Handlers)
 	cfg.Handlers.Register(echoOp, consume.HandlerFunc(func(_ context.Context, _ pgx.Tx, c consume.Call) (consume.Outcome, error) {

@@ -86,6 +86,12 @@ func (p *Protector) serve(w http.ResponseWriter, r *http.Request, subject string
 // render writes the form with a token of a new rendering.
 func (p *Protector) render(w http.ResponseWriter, r *http.Request, subject string, pages Pages, status int, problem error) {
 	f, err := p.Issue(r, subject)
+	if errors.Is(err, token.ErrKeyRetired) && r.Method != http.MethodPost {
+		// The rendering's token derives from a retired server key and can
+		// no longer be shown: the page starts over as a new rendering.
+		http.Redirect(w, r, withNewRender(r), http.StatusSeeOther)
+		return
+	}
 	if err != nil {
 		pages.Error(w, r, statusFor(err), err)
 		return

@@ -48,7 +48,7 @@ func newAPIOn(t *testing.T, pool *pgxpool.Pool, configure ...func(*httpapi.Confi
 	}
 	handlers := consume.NewRegistry()
 	ledger.Register(handlers)
-	spender, err := consume.New(consume.Config{Handlers: handlers})
+	spender, err := consume.New(consume.Config{Handlers: handlers, Keys: keyring})
 	if err != nil {
 		t.Fatal(err)
 	}

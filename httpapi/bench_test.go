@@ -29,7 +29,7 @@ func BenchmarkGetToken(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	spender, err := consume.New(consume.Config{Handlers: ledgerHandlers()})
+	spender, err := consume.New(consume.Config{Handlers: ledgerHandlers(), Keys: keyring})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -125,10 +125,7 @@ func TestCacheStaleEntryCannotDecideASpend(t *testing.T) {
 		}
 	}
 	// Behind the cache's back: one token is spent, the other revoked.
-	spender, err := consume.New(consume.Config{Handlers: ledgerHandlers()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	spender := a.cfg.Spender
 	secret, _ := token.ParseSecret(consumed.Token)
 	if _, err := spender.Spend(ctx, a.pool, consume.Request{Tenant: "acme", Secret: secret, Operation: ledger.Credit, Subject: "bob", Payload: []byte(`{"account":"bob","amount":4}`)}); err != nil {
 		t.Fatal(err)

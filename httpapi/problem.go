@@ -89,6 +89,8 @@ var mappings = []mapping{
 	{token.ErrNotFound, http.StatusNotFound, "token_not_found", "Token not found", "no such token", false},
 	{token.ErrExpired, http.StatusGone, "token_expired", "Token expired", "the token has expired", false},
 	{token.ErrRevoked, http.StatusGone, "token_revoked", "Token revoked", "the token was revoked", false},
+	{intent.ErrKeyRetired, http.StatusGone, "intent_key_retired", "Intent's token retired", "the token of this Idempotency-Key was derived under a retired server key and can be neither returned nor spent; check its state (GET /v1/tokens/{id}) before starting the intent over under a new Idempotency-Key", true},
+	{token.ErrKeyRetired, http.StatusGone, "token_key_retired", "Token key retired", "the token's secret was derived under a retired server key; it can no longer be spent", false},
 	{token.ErrOutcomeUnknown, http.StatusConflict, "outcome_unknown", "Outcome unknown", "the outcome of this token's execution is unknown until an operator reconciles it", false},
 	{token.ErrStaleGeneration, http.StatusConflict, "stale_generation", "Stale generation", "execution rights for this token were granted to a newer generation", false},
 	{token.ErrInvalidState, http.StatusConflict, "invalid_state", "Invalid state", "the token's state does not allow this", true},

@@ -80,6 +80,7 @@ func (s *Server) issue(c *gin.Context) {
 	switch {
 	case err != nil:
 		s.metrics.ObserveIssue(metrics.IssueRejected)
+		s.noteRetiredKey(c, metrics.RetiredKeyIssue, err)
 		Abort(c, err)
 		return
 	case out.Replayed:
@@ -144,6 +145,7 @@ func (s *Server) consume(c *gin.Context) {
 	s.forget(ctx, k.Tenant, resp)
 	if err != nil {
 		s.cache.RememberRejection(ctx, k.Tenant, secret.Hash(), req.Operation, req.Subject, err)
+		s.noteRetiredKey(c, metrics.RetiredKeySpend, err)
 		Abort(c, err)
 		return
 	}

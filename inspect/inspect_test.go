@@ -34,7 +34,7 @@ func newEnv(t *testing.T) *env {
 	}
 	handlers := consume.NewRegistry()
 	ledger.Register(handlers)
-	spender, err := consume.New(consume.Config{Handlers: handlers})
+	spender, err := consume.New(consume.Config{Handlers: handlers, Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,14 @@ var (
 	// while the token was being issued; nothing was written. The same
 	// request succeeds once the declarations settle: retry it shortly.
 	ErrOperationChanging = errors.New("intent: operation is being redeclared")
+
+	// ErrKeyRetired: the intent's token was derived under a server key that
+	// has been retired, so it can be neither returned nor spent. Its intent
+	// ID stays taken until the intent's retention passes. The error names
+	// the token: look up its state before starting over with a new intent
+	// ID, since a consumed token did its effect and a new intent would do
+	// it again. It matches token.ErrKeyRetired too.
+	ErrKeyRetired = fmt.Errorf("intent: its token cannot be returned: %w", token.ErrKeyRetired)
 )
 
 // Request asks for a token for one business intent.
@@ -282,6 +290,9 @@ func (e existing) same(req Request, current []string, currentFP []byte) bool {
 // replayed answers with the token e, the secret derived anew.
 func (is *Issuer) replayed(req Request, e existing) (Issued, error) {
 	secret, err := is.keys.Derive(e.keyID, req.Tenant, e.rec.ID, e.nonce)
+	if errors.Is(err, token.ErrKeyRetired) {
+		return Issued{}, fmt.Errorf("%w: token %s", ErrKeyRetired, e.rec.ID)
+	}
 	if err != nil {
 		return Issued{}, fmt.Errorf("intent: re-derive secret: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 )
 
@@ -25,16 +26,20 @@ const secretBytes = 32 // 256 bits
 var (
 	// ErrMalformedSecret means a presented secret cannot be one of ours.
 	ErrMalformedSecret = errors.New("token: malformed secret")
-	// ErrUnknownKey means a token was issued under a server key this process
-	// does not hold, so its secret cannot be re-derived.
-	ErrUnknownKey = errors.New("token: unknown server key")
+	// ErrKeyRetired means a token's secret was derived under a server key
+	// the keyring no longer holds: an operator retired it, after a leak
+	// perhaps. The secret can be neither re-derived nor spent.
+	ErrKeyRetired = errors.New("token: server key retired")
 )
 
 // Keyring holds the server keys secrets are derived under: the current one for
 // new tokens and previous ones so tokens issued before a rotation can still be
-// re-issued. A database dump without the keyring yields no usable secret.
+// re-issued and spent. A key left out of the keyring is retired: tokens
+// derived under it are refused (ErrKeyRetired). A database dump without the
+// keyring yields no usable secret.
 type Keyring struct {
 	current string
+	ids     []string // current first, then previous, as given
 	keys    map[string][]byte
 }
 
@@ -50,6 +55,9 @@ func NewKeyring(current string, previous ...string) (*Keyring, error) {
 		if i == 0 {
 			k.current = id
 		}
+		if _, dup := k.keys[id]; !dup {
+			k.ids = append(k.ids, id)
+		}
 		k.keys[id] = []byte(key)
 	}
 	return k, nil
@@ -63,6 +71,19 @@ func KeyID(key string) string {
 
 // CurrentKeyID is the id of the key new tokens are derived under.
 func (k *Keyring) CurrentKeyID() string { return k.current }
+
+// KeyIDs returns the ids of the keyring's keys, the current one first, so
+// an operator can tell which keys a process holds and which are retired.
+func (k *Keyring) KeyIDs() []string { return slices.Clone(k.ids) }
+
+// Check returns nil when keyID names a key of the keyring, and an error
+// wrapping ErrKeyRetired when it does not.
+func (k *Keyring) Check(keyID string) error {
+	if _, ok := k.keys[keyID]; !ok {
+		return fmt.Errorf("%w: %s", ErrKeyRetired, keyID)
+	}
+	return nil
+}
 
 // NewNonce returns the random per-token input of Derive.
 func NewNonce() []byte {
@@ -78,10 +99,10 @@ func NewNonce() []byte {
 // inputs always give the same secret, which is how an idempotent re-issue
 // hands the secret back without it being stored.
 func (k *Keyring) Derive(keyID, tenant, id string, nonce []byte) (Secret, error) {
-	key, ok := k.keys[keyID]
-	if !ok {
-		return "", fmt.Errorf("%w %q", ErrUnknownKey, keyID)
+	if err := k.Check(keyID); err != nil {
+		return "", err
 	}
+	key := k.keys[keyID]
 	m := hmac.New(sha256.New, key)
 	for _, part := range [][]byte{[]byte("tokend secret v1"), []byte(tenant), []byte(id), nonce} {
 		m.Write(binary.BigEndian.AppendUint32(nil, uint32(len(part))))

@@ -155,12 +155,54 @@ func TestDeriveAfterRotation(t *testing.T) {
 	}
 }
 
+func TestKeyIDs(t *testing.T) {
+	k := mustKeyring(t, testKey, testOldKey, testKey)
+	got := k.KeyIDs()
+	if len(got) != 2 || got[0] != KeyID(testKey) || got[1] != KeyID(testOldKey) {
+		t.Fatalf("KeyIDs = %v, want current then previous, once each", got)
+	}
+	got[0] = "changed"
+	if k.KeyIDs()[0] != KeyID(testKey) {
+		t.Fatal("KeyIDs exposes the keyring's own slice")
+	}
+}
+
 func TestDeriveUnknownKey(t *testing.T) {
 	k := mustKeyring(t, testKey)
 	for _, keyID := range []string{KeyID(testOldKey), "", "knope"} {
-		if s, err := k.Derive(keyID, "acme", "tok_1", NewNonce()); !errors.Is(err, ErrUnknownKey) || s != "" {
-			t.Errorf("Derive(%q) = %q, %v; want \"\", ErrUnknownKey", keyID, s.Reveal(), err)
+		if s, err := k.Derive(keyID, "acme", "tok_1", NewNonce()); !errors.Is(err, ErrKeyRetired) || s != "" {
+			t.Errorf("Derive(%q) = %q, %v; want \"\", ErrKeyRetired", keyID, s.Reveal(), err)
 		}
+	}
+}
+
+// TestCheckRetiredKey: a key stays checkable while it is current or
+// previous, and is refused once the keyring no longer holds it.
+func TestCheckRetiredKey(t *testing.T) {
+	old, cur := KeyID(testOldKey), KeyID(testKey)
+	tests := []struct {
+		name    string
+		keyring *Keyring
+		keyID   string
+		retired bool
+	}{
+		{"current", mustKeyring(t, testOldKey), old, false},
+		{"rotated, still previous", mustKeyring(t, testKey, testOldKey), old, false},
+		{"rotated, new current", mustKeyring(t, testKey, testOldKey), cur, false},
+		{"retired", mustKeyring(t, testKey), old, true},
+		{"never held", mustKeyring(t, testKey), "knope", true},
+		{"empty id", mustKeyring(t, testKey), "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.keyring.Check(tt.keyID)
+			if got := errors.Is(err, ErrKeyRetired); got != tt.retired || (err != nil) != tt.retired {
+				t.Fatalf("Check(%q) = %v; want retired %v", tt.keyID, err, tt.retired)
+			}
+			if err != nil && strings.Contains(err.Error(), testOldKey) {
+				t.Fatal("the error quotes a key")
+			}
+		})
 	}
 }
 

@@ -46,7 +46,7 @@ func TestCeilingOnTokend(t *testing.T) {
 	}
 	handlers := consume.NewRegistry()
 	ledger.Register(handlers)
-	spender, err := consume.New(consume.Config{Handlers: handlers})
+	spender, err := consume.New(consume.Config{Handlers: handlers, Keys: keyring})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	slog.SetDefault(log)
 	gin.DefaultWriter = slog.NewLogLogger(log.Handler(), slog.LevelInfo).Writer()
 	gin.DefaultErrorWriter = slog.NewLogLogger(log.Handler(), slog.LevelError).Writer()
+	// Key ids, never keys: the WARN lines of refused spends name the
+	// retired key's id, to be matched against this line.
+	log.Info("server keys", "current", keys.CurrentKeyID(), "previous", keys.KeyIDs()[1:])
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -59,7 +62,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 
 	handlers := consume.NewRegistry()
 	ledger.Register(handlers)
-	spender, err := consume.New(consume.Config{Handlers: handlers})
+	spender, err := consume.New(consume.Config{Handlers: handlers, Keys: keys})
 	if err != nil {
 		return err
 	}

@@ -70,7 +70,7 @@ func newServer(t *testing.T, configure ...func(*console.Config)) *server {
 	}
 	handlers := consume.NewRegistry()
 	ledger.Register(handlers)
-	spender, err := consume.New(consume.Config{Handlers: handlers})
+	spender, err := consume.New(consume.Config{Handlers: handlers, Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}

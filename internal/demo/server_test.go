@@ -46,7 +46,7 @@ func newServerWith(t *testing.T, configure func(*demo.Config), middleware ...gin
 	}
 	handlers := consume.NewRegistry()
 	ledger.Register(handlers)
-	spender, err := consume.New(consume.Config{Handlers: handlers})
+	spender, err := consume.New(consume.Config{Handlers: handlers, Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}

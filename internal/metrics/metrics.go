@@ -52,6 +52,8 @@ type Metrics struct {
 	breaker  *prometheus.GaugeVec
 	// secretInURL counts requests that carried a secret in their URL.
 	secretInURL *prometheus.CounterVec
+	// retiredKey counts refusals for a retired server key (retired.go).
+	retiredKey *prometheus.CounterVec
 }
 
 // New returns Metrics configured by cfg, on a registry of their own that
@@ -116,6 +118,8 @@ func New(cfg Config) (*Metrics, error) {
 		m.requests, m.duration, m.issues, m.spends, m.cacheOps, m.breaker,
 		m.secretInURL,
 	)
+	m.retiredKey = newRetiredKeyRefusals()
+	m.reg.MustRegister(m.retiredKey)
 	if cfg.Pool != nil {
 		m.reg.MustRegister(newPoolCollector(cfg.Pool))
 	}
