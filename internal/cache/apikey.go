@@ -18,7 +18,8 @@ const (
 // GetOrLoadKey returns the API key whose SHA-256 is keyHash (what
 // api_keys.key_hash holds), from the cache or else from load, typically
 // apikey.Resolve, whose result it caches. Concurrent calls for
-// the same key share one lookup and at most one load.
+// the same key share one lookup and at most one load, never one that had
+// begun when they arrived (see flights).
 //
 // Errors from load (an unknown key, a revoked one, Postgres failing) are
 // returned as they are and nothing is cached for them: a bad key costs a
@@ -59,18 +60,25 @@ func (c *Cache) InvalidateKey(ctx context.Context, keyHash []byte) {
 	c.put(ctx, kindAPIKey, c.apiKeyKey(keyHash), keyRevoked, nil, c.cfg.KeyTTL)
 }
 
+// readKey reads the API key entry at key. Only an authentic entry (see
+// MACKey) is believed: whoever can write to Redis cannot make a key
+// resolve, to any tenant or role.
 func (c *Cache) readKey(ctx context.Context, key string) (apikey.Key, bool) {
 	raw, ok := c.get(ctx, kindAPIKey, key)
 	if !ok {
 		return apikey.Key{}, false
 	}
-	v, body, ok := decode(raw)
-	if ok && v == keyRevoked && body == "" {
+	v, body, ok := c.unseal(key, raw)
+	if !ok {
+		c.forged(ctx, kindAPIKey, key, raw)
+		return apikey.Key{}, false
+	}
+	if v == keyRevoked && body == "" {
 		c.observe(kindAPIKey, resultMiss) // a tombstone
 		return apikey.Key{}, false
 	}
 	var k apikey.Key
-	if !ok || v != keyLive || json.Unmarshal([]byte(body), &k) != nil || !usable(k) {
+	if v != keyLive || json.Unmarshal([]byte(body), &k) != nil || !usable(k) {
 		c.garbage(ctx, kindAPIKey, key, raw)
 		return apikey.Key{}, false
 	}
@@ -86,5 +94,5 @@ func usable(k apikey.Key) bool {
 }
 
 func (c *Cache) apiKeyKey(keyHash []byte) string {
-	return c.cfg.Prefix + "v1:key:" + hex.EncodeToString(keyHash)
+	return c.cfg.Prefix + layout + "key:" + hex.EncodeToString(keyHash)
 }

@@ -2,12 +2,16 @@ package cache
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
 	"errors"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/sync/singleflight"
+
+	"github.com/tokend/tokend/internal/clock"
 )
 
 // Observer is told what the cache does, for metrics. Its methods are called
@@ -37,6 +41,7 @@ const (
 	resultHit     = "hit"
 	resultMiss    = "miss"
 	resultGarbage = "garbage"
+	resultForged  = "forged"
 	resultError   = "error"
 	resultSkipped = "skipped"
 )
@@ -60,9 +65,13 @@ const (
 type Cache struct {
 	rdb     redis.UniversalClient // nil when the cache is off
 	cfg     Config
+	macKey  []byte
 	breaker *breaker
-	flights singleflight.Group
-	local   *local // terminal tokens in process; nil when off or disabled
+	flights flights
+	local   *local           // terminal tokens in process; nil when off or disabled
+	now     func() time.Time // judges RetainUntil; clock.Now
+	probe   prober
+	stop    func() // stops the local layer's janitor
 }
 
 // New returns a Cache configured by cfg. It does not contact Redis: a Redis
@@ -87,15 +96,24 @@ func New(cfg Config) (*Cache, error) {
 	}
 	c.breaker = newBreaker(cfg.BreakerThreshold, cfg.BreakerCooldown, onChange)
 	c.rdb = build()
-	c.local = newLocal(cfg.LocalTTL, cfg.LocalMax)
+	c.now = clock.Now
+	c.macKey = cfg.MACKey
+	if len(c.macKey) == 0 {
+		c.macKey = make([]byte, sha256.Size)
+		_, _ = rand.Read(c.macKey)
+	}
+	c.local = newLocal(cfg.LocalTTL, cfg.LocalMax, cfg.LocalMaxBytes)
+	c.stop = c.local.janitor()
 	return c, nil
 }
 
-// Close closes the connections to Redis.
+// Close stops the cache's background work and closes the connections to
+// Redis.
 func (c *Cache) Close() error {
 	if c.off() {
 		return nil
 	}
+	c.stop()
 	return c.rdb.Close()
 }
 
@@ -148,7 +166,7 @@ func (c *Cache) put(ctx context.Context, kind, key string, v int64, body []byte,
 	if !c.breaker.allow() {
 		return
 	}
-	err := setScript.Run(detach(ctx), c.rdb, []string{key}, v, encode(v, body), max(ttl.Milliseconds(), 1)).Err()
+	err := setScript.Run(detach(ctx), c.rdb, []string{key}, v, c.seal(key, v, body), max(ttl.Milliseconds(), 1)).Err()
 	c.done(kind, err)
 }
 
@@ -158,6 +176,24 @@ func (c *Cache) put(ctx context.Context, kind, key string, v int64, body []byte,
 // another type.
 func (c *Cache) garbage(ctx context.Context, kind, key, raw string) {
 	c.observe(kind, resultGarbage)
+	c.remove(ctx, kind, key, raw)
+}
+
+// forged counts and logs an entry whose MAC does not check, and removes it,
+// for the same reason as garbage. The log names the kind of entry and the
+// request, never the value.
+func (c *Cache) forged(ctx context.Context, kind, key, raw string) {
+	c.observe(kind, resultForged)
+	attrs := []slog.Attr{slog.String("kind", kind)}
+	if c.cfg.RequestID != nil {
+		attrs = append(attrs, slog.String("request_id", c.cfg.RequestID(ctx)))
+	}
+	c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "cache entry failed authentication; ignored and removed", attrs...)
+	c.remove(ctx, kind, key, raw)
+}
+
+// remove deletes key if it still holds raw.
+func (c *Cache) remove(ctx context.Context, kind, key, raw string) {
 	if !c.breaker.allow() {
 		return
 	}

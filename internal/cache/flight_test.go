@@ -6,15 +6,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
-
-	"golang.org/x/sync/singleflight"
 )
 
 // TestSharedJoinerOutlivesStarter: a caller that joined a load whose
 // starter hung up gets a result, not the starter's cancellation.
 func TestSharedJoinerOutlivesStarter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var g singleflight.Group
+		var g flights
 		var loads atomic.Int64
 		release := make(chan struct{})
 		load := func(ctx context.Context) (string, error) {

@@ -19,7 +19,8 @@ import (
 func openLocal(t *testing.T, cfg Config) (*Cache, *miniredis.Miniredis, *recorder, *fakeClock) {
 	t.Helper()
 	c, mr, obs := openMini(t, cfg)
-	clk := &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clk := &fakeClock{now: time.Now().UTC().Truncate(time.Second)}
+	c.now = clk.Now
 	if c.local != nil {
 		c.local.now = clk.Now
 	}
@@ -149,7 +150,7 @@ func TestLocalNeverHoldsNonTerminal(t *testing.T) {
 	}
 }
 
-// A copy lives until LocalTTL has passed or localMargin before the token's
+// A copy lives until LocalTTL has passed or purgeMargin before the token's
 // RetainUntil, whichever comes first, and is not kept at all when that is
 // already past.
 func TestLocalLifetime(t *testing.T) {
@@ -161,9 +162,9 @@ func TestLocalLifetime(t *testing.T) {
 	}{
 		{"LocalTTL first", Config{}, 24 * time.Hour, DefaultLocalTTL},
 		{"configured LocalTTL", Config{LocalTTL: 5 * time.Second}, 24 * time.Hour, 5 * time.Second},
-		{"retention first", Config{}, localMargin + 10*time.Second, 10 * time.Second},
-		{"retention ends within the margin", Config{}, localMargin - time.Second, 0},
-		{"retention ends at the margin", Config{}, localMargin, 0},
+		{"retention first", Config{}, purgeMargin + 10*time.Second, 10 * time.Second},
+		{"retention ends within the margin", Config{}, purgeMargin - time.Second, 0},
+		{"retention ends at the margin", Config{}, purgeMargin, 0},
 		{"retention passed", Config{}, -time.Hour, 0},
 	}
 	for _, tt := range tests {
