@@ -32,7 +32,10 @@ func newAPI(ctx context.Context, cfg serveConfig, pool *pgxpool.Pool, keys *toke
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := cache.New(cache.Config{URL: cfg.RedisURL, Observer: m})
+	// Entries are authenticated under a key derived from the server key,
+	// which every instance sharing the Redis has.
+	c, err := cache.New(cache.Config{URL: cfg.RedisURL, Observer: m, MACKey: cache.MACKey([]byte(cfg.SecretKey)),
+		Logger: log, RequestID: httpapi.RequestID})
 	if err != nil {
 		return nil, nil, usageError{err}
 	}
