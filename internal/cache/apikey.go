@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"time"
 
 	"github.com/tokend/tokend/internal/apikey"
 )
@@ -34,12 +35,16 @@ func (c *Cache) GetOrLoadKey(ctx context.Context, keyHash []byte, load func(cont
 	}
 	key := c.apiKeyKey(keyHash)
 	return shared(ctx, &c.flights, key, func(ctx context.Context) (apikey.Key, error) {
+		began := time.Now()
 		if k, ok := c.readKey(ctx, key); ok {
 			return k, nil
 		}
 		k, err := load(ctx)
 		if err != nil {
 			return k, err
+		}
+		if !fresh(began, c.cfg.KeyTTL) {
+			return k, nil
 		}
 		if body, err := json.Marshal(k); err == nil {
 			c.put(ctx, kindAPIKey, key, keyLive, body, c.cfg.KeyTTL)

@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/tokend/tokend/token"
 )
@@ -49,7 +50,7 @@ func (c *Cache) GetOrLoad(ctx context.Context, tenant, id string, load func(cont
 	}
 	key := c.tokenKey(tenant, id)
 	return shared(ctx, &c.flights, key, func(ctx context.Context) (token.Record, error) {
-		epoch := c.local.epoch(tenant, id)
+		began, epoch := time.Now(), c.local.epoch(tenant, id)
 		if rec, ok := c.readToken(ctx, tenant, id, epoch); ok {
 			return rec, nil
 		}
@@ -58,10 +59,21 @@ func (c *Cache) GetOrLoad(ctx context.Context, tenant, id string, load func(cont
 			return shown(rec), err
 		}
 		rec = shown(rec)
-		c.fillToken(ctx, tenant, id, rec)
+		if fresh(began, c.cfg.TokenTTL) {
+			c.fillToken(ctx, tenant, id, rec)
+		}
 		c.keep(tenant, id, rec, epoch)
 		return rec, nil
 	})
+}
+
+// fresh reports whether a read that began at began may still fill an entry
+// whose tombstones live ttl. A tombstone is written after its commit, so
+// after any load it refuses began; it lives ttl from then. A fill written
+// within ttl of began thus meets every tombstone it must meet. Half of ttl
+// leaves the rest for the fill's own trip to Redis.
+func fresh(began time.Time, ttl time.Duration) bool {
+	return time.Since(began) < ttl/2
 }
 
 // shown returns rec with only what a token read shows (GET
