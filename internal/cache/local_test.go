@@ -376,3 +376,52 @@ func TestLocalParallel(t *testing.T) {
 		t.Errorf("%d entries in process, LocalMax is %d", n, tokens/4)
 	}
 }
+
+// TestLocalBoundedInBytes: copies are evicted to stay within LocalMaxBytes
+// however many fit under LocalMax, and the estimate follows what is held.
+func TestLocalBoundedInBytes(t *testing.T) {
+	ctx := context.Background()
+	const maxBytes = 64 << 10
+	c, _, _, clk := openLocal(t, Config{LocalMax: 1_000_000, LocalMaxBytes: maxBytes})
+	long := string(make([]byte, 2000)) // a long subject, say
+	for range 500 {
+		r := terminal("acme", token.Consumed, clk)
+		r.Subject = long
+		if _, err := c.GetOrLoad(ctx, "acme", r.ID, newDB(r).loader("acme", r.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.local.mu.RLock()
+	defer c.local.mu.RUnlock()
+	var sum int64
+	for _, e := range c.local.entries {
+		sum += e.size
+	}
+	if sum != c.local.bytes || c.local.bytes > maxBytes || len(c.local.entries) == 0 {
+		t.Errorf("held %d entries of %d bytes (counted %d), want some, within %d", len(c.local.entries), sum, c.local.bytes, maxBytes)
+	}
+}
+
+// TestLocalJanitorReleasesExpired: an idle process lets go of copies past
+// their TTL without a read of them.
+func TestLocalJanitorReleasesExpired(t *testing.T) {
+	ctx := context.Background()
+	c, _, _ := openMini(t, Config{LocalTTL: 30 * time.Millisecond})
+	for range 50 {
+		r := record("acme")
+		r.State, r.Generation = token.Failed, 1
+		if _, err := c.GetOrLoad(ctx, "acme", r.ID, newDB(r).loader("acme", r.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := localLen(c); n != 50 {
+		t.Fatalf("%d copies held, want 50", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for localLen(c) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d expired copies still held 5s after their TTL, without reads", localLen(c))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
