@@ -20,7 +20,8 @@ import (
 )
 
 // slowRedis returns the address of a proxy in front of target that holds
-// every reply for delay before passing it on, as a distant or loaded
+// every reply for delay on average (from half to one and a half times
+// it) before passing it on, as a distant or loaded
 // Redis would. Requests pass at once, so replies keep their order.
 func slowRedis(t *testing.T, target string, delay time.Duration) string {
 	t.Helper()
@@ -68,11 +69,15 @@ func relayDelayed(client net.Conn, target string, delay time.Duration) {
 			}
 		}
 	}()
+	var due time.Time
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := server.Read(buf)
 		if n > 0 {
-			replies <- chunk{bytes.Clone(buf[:n]), time.Now().Add(delay)}
+			// Latency varies, as it does: some replies overtake others
+			// on other connections, never on their own.
+			due = later(due, time.Now().Add(delay/2+rand.N(delay)))
+			replies <- chunk{bytes.Clone(buf[:n]), due}
 		}
 		if err != nil {
 			close(replies)
@@ -204,4 +209,11 @@ func TestReadYourWritesThroughSlowRedis(t *testing.T) {
 	if n := stale.Load(); n != 0 {
 		t.Fatalf("%d reads begun after the change was answered showed the state from before it", n)
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
