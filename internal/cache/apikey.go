@@ -57,18 +57,23 @@ func (c *Cache) GetOrLoadKey(ctx context.Context, keyHash []byte, load func(cont
 // keyHash. Call it after the key's revocation committed: it writes a
 // tombstone that refuses the entry a concurrent GetOrLoadKey may still
 // write from a read of before the revocation. When Redis fails, the entry
-// stays until its TTL (Config.KeyTTL).
+// may stay until its TTL (Config.KeyTTL) for other processes; this one
+// skips Redis for the key meanwhile.
 func (c *Cache) InvalidateKey(ctx context.Context, keyHash []byte) {
 	if c.off() || len(keyHash) == 0 {
 		return
 	}
-	c.put(ctx, kindAPIKey, c.apiKeyKey(keyHash), keyRevoked, nil, c.cfg.KeyTTL)
+	c.tombstone(ctx, kindAPIKey, c.apiKeyKey(keyHash), keyRevoked, c.cfg.KeyTTL)
 }
 
 // readKey reads the API key entry at key. Only an authentic entry (see
 // MACKey) is believed: whoever can write to Redis cannot make a key
 // resolve, to any tenant or role.
 func (c *Cache) readKey(ctx context.Context, key string) (apikey.Key, bool) {
+	if c.unsure.has(key) {
+		c.observe(kindAPIKey, resultSkipped)
+		return apikey.Key{}, false
+	}
 	raw, ok := c.get(ctx, kindAPIKey, key)
 	if !ok {
 		return apikey.Key{}, false

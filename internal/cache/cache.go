@@ -71,6 +71,7 @@ type Cache struct {
 	local   *local           // terminal tokens in process; nil when off or disabled
 	now     func() time.Time // judges RetainUntil; clock.Now
 	probe   prober
+	unsure  unsure // keys whose invalidation failed
 	stop    func() // stops the local layer's janitor
 }
 
@@ -161,13 +162,23 @@ func (c *Cache) get(ctx context.Context, kind, key string) (raw string, ok bool)
 }
 
 // put writes an entry of version v with body (nil for a tombstone) at key
-// for ttl, unless the entry there has a greater version.
-func (c *Cache) put(ctx context.Context, kind, key string, v int64, body []byte, ttl time.Duration) {
+// for ttl, unless the entry there has a greater version. It reports
+// whether Redis answered: false when it failed or was not asked.
+func (c *Cache) put(ctx context.Context, kind, key string, v int64, body []byte, ttl time.Duration) bool {
 	if !c.breaker.allow() {
-		return
+		return false
 	}
 	err := setScript.Run(detach(ctx), c.rdb, []string{key}, v, c.seal(key, v, body), max(ttl.Milliseconds(), 1)).Err()
 	c.done(kind, err)
+	return err == nil
+}
+
+// tombstone writes a tombstone of version v at key for ttl. When it cannot,
+// reads of key on this process skip Redis for ttl (see unsure).
+func (c *Cache) tombstone(ctx context.Context, kind, key string, v int64, ttl time.Duration) {
+	if !c.put(ctx, kind, key, v, nil, ttl) {
+		c.unsure.mark(key, ttl)
+	}
 }
 
 // garbage counts an unusable entry and removes it, so that the fill after

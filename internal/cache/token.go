@@ -118,8 +118,12 @@ func (c *Cache) fillToken(ctx context.Context, tenant, id string, rec token.Reco
 // spend's consume.Response carries none). The tombstone then refuses every
 // entry until it expires: a few more misses rather than a stale read.
 //
-// Invalidate returns nothing: when Redis fails, the entry it meant to drop
-// stays until its TTL, the bound on staleness the cache is built on.
+// Call it before answering the request that made the change: a read that
+// begins after the tombstone is written cannot see the state from before
+// (see the package doc). Invalidate returns nothing: when Redis fails, the
+// entry it meant to drop may stay until its TTL for other processes, the
+// bound on staleness the cache is built on; this process skips Redis for
+// the token meanwhile.
 //
 // It drops this process's copy of a terminal token too. No change of a
 // token needs that (a terminal token does not change), and other
@@ -134,7 +138,7 @@ func (c *Cache) Invalidate(ctx context.Context, tenant, id string, state token.S
 	if !ok {
 		v = maxVersion
 	}
-	c.put(ctx, kindToken, c.tokenKey(tenant, id), v, nil, c.cfg.TokenTTL)
+	c.tombstone(ctx, kindToken, c.tokenKey(tenant, id), v, c.cfg.TokenTTL)
 	// Again, after the tombstone: a read that began before it may have
 	// found the old entry and must not keep it.
 	c.local.drop(tenant, id)
@@ -147,6 +151,10 @@ func (c *Cache) Invalidate(ctx context.Context, tenant, id string, state token.S
 // record served is kept in process, unless a drop happened since epoch.
 func (c *Cache) readToken(ctx context.Context, tenant, id string, epoch uint64) (token.Record, bool) {
 	key := c.tokenKey(tenant, id)
+	if c.unsure.has(key) {
+		c.observe(kindToken, resultSkipped)
+		return token.Record{}, false
+	}
 	raw, ok := c.get(ctx, kindToken, key)
 	if !ok {
 		return token.Record{}, false

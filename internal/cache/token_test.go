@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tokend/tokend/token"
 )
@@ -361,5 +362,42 @@ func TestStampedeLoadsOnce(t *testing.T) {
 	}
 	if got := d.loads.Load(); got != 1 {
 		t.Errorf("loads = %d, want 1", got)
+	}
+}
+
+// TestLostInvalidationNotSeenHere: when the tombstone cannot be written,
+// Redis keeps the entry from before the change; this process must not
+// serve it, although Redis answers again right after.
+func TestLostInvalidationNotSeenHere(t *testing.T) {
+	ctx := context.Background()
+	c, mr, _ := openMini(t, Config{BreakerThreshold: 100, Timeout: 200 * time.Millisecond})
+	rec := record("acme")
+	d := newDB(rec)
+	if _, err := c.GetOrLoad(ctx, "acme", rec.ID, d.loader("acme", rec.ID)); err != nil {
+		t.Fatal(err)
+	}
+	changed := rec
+	changed.State, changed.Generation = token.Pending, 1
+	d.commit(changed)
+	mr.Close() // the invalidation is lost
+	c.Invalidate(ctx, "acme", rec.ID, changed.State, changed.Generation)
+	if err := mr.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := c.Get(ctx, "acme", rec.ID); ok {
+		t.Fatalf("Get after a lost invalidation = %s gen %d from Redis, want a miss", got.State, got.Generation)
+	}
+	got, err := c.GetOrLoad(ctx, "acme", rec.ID, d.loader("acme", rec.ID))
+	if err != nil || got.State != token.Pending {
+		t.Fatalf("GetOrLoad after a lost invalidation = %s, %v, want pending", got.State, err)
+	}
+	// The read's fill replaced the old entry for every process.
+	other, err := New(Config{URL: "redis://" + mr.Addr(), MACKey: c.macKey, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if got, ok := other.Get(ctx, "acme", rec.ID); !ok || got.State != token.Pending {
+		t.Fatalf("another process reads %s, %v, want the fill's pending", got.State, ok)
 	}
 }
