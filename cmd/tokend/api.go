@@ -33,9 +33,14 @@ func newAPI(ctx context.Context, cfg serveConfig, pool *pgxpool.Pool, keys *toke
 		return nil, nil, err
 	}
 	// Entries are authenticated under a key derived from the server key,
-	// which every instance sharing the Redis has.
-	c, err := cache.New(cache.Config{URL: cfg.RedisURL, Observer: m, MACKey: cache.MACKey([]byte(cfg.SecretKey)),
-		Logger: log, RequestID: httpapi.RequestID})
+	// which every instance sharing the Redis has; previous keys are still
+	// read, so that a rolling rotation does not read as forgery.
+	var previousMACs [][]byte
+	for _, k := range cfg.PreviousSecretKeys {
+		previousMACs = append(previousMACs, cache.MACKey([]byte(k)))
+	}
+	c, err := cache.New(cache.Config{URL: cfg.RedisURL, Observer: m, Logger: log, RequestID: httpapi.RequestID,
+		MACKey: cache.MACKey([]byte(cfg.SecretKey)), PreviousMACKeys: previousMACs})
 	if err != nil {
 		return nil, nil, usageError{err}
 	}

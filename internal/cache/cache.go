@@ -65,7 +65,8 @@ const (
 type Cache struct {
 	rdb     redis.UniversalClient // nil when the cache is off
 	cfg     Config
-	macKey  []byte
+	macKey  []byte   // seals and unseals
+	oldMACs [][]byte // only unseal
 	breaker *breaker
 	flights flights
 	local   *local           // terminal tokens in process; nil when off or disabled
@@ -98,7 +99,7 @@ func New(cfg Config) (*Cache, error) {
 	c.breaker = newBreaker(cfg.BreakerThreshold, cfg.BreakerCooldown, onChange)
 	c.rdb = build()
 	c.now = clock.Now
-	c.macKey = cfg.MACKey
+	c.macKey, c.oldMACs = cfg.MACKey, cfg.PreviousMACKeys
 	if len(c.macKey) == 0 {
 		c.macKey = make([]byte, sha256.Size)
 		_, _ = rand.Read(c.macKey)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 )
 
@@ -89,6 +90,12 @@ type Config struct {
 	// Cache's own, whose entries no other process can read: for tests and
 	// one-off tools only.
 	MACKey []byte
+	// PreviousMACKeys are accepted on read besides MACKey, never written
+	// with: tokend derives them from TOKEND_PREVIOUS_SECRET_KEYS, so that
+	// during a rolling rotation of the server key instances on the old and
+	// the new key read each other's entries. Retiring a server key retires
+	// its MAC key. Each must be at least 32 bytes.
+	PreviousMACKeys [][]byte
 	// ProbeInterval is how long the result of a Probe of Redis (for
 	// /readyz) is reused. Zero means DefaultProbeInterval.
 	ProbeInterval time.Duration
@@ -124,6 +131,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("cache: LocalMaxBytes %d is negative", c.LocalMaxBytes)
 	case len(c.MACKey) > 0 && len(c.MACKey) < minMACKey:
 		return fmt.Errorf("cache: MACKey has %d bytes, want at least %d", len(c.MACKey), minMACKey)
+	case slices.ContainsFunc(c.PreviousMACKeys, func(k []byte) bool { return len(k) < minMACKey }):
+		return fmt.Errorf("cache: a PreviousMACKeys entry has fewer than %d bytes", minMACKey)
 	case c.ProbeInterval < 0:
 		return fmt.Errorf("cache: ProbeInterval %v is negative", c.ProbeInterval)
 	case c.ProbeTimeout < 0:

@@ -61,7 +61,7 @@ func (c *Cache) unseal(key, raw string) (v int64, body string, ok bool) {
 		return 0, "", false
 	}
 	tag, body, found := strings.Cut(rest, ":")
-	if !found || !hmac.Equal([]byte(tag), []byte(c.mac(key, vs, []byte(body)))) {
+	if !found || !c.authentic(tag, key, vs, []byte(body)) {
 		return 0, "", false
 	}
 	v, err := strconv.ParseInt(vs, 10, 64)
@@ -71,8 +71,26 @@ func (c *Cache) unseal(key, raw string) (v int64, body string, ok bool) {
 	return v, body, true
 }
 
+// authentic reports whether tag is the MAC of key, version and body under
+// the MAC key or a previous one.
+func (c *Cache) authentic(tag, key, version string, body []byte) bool {
+	if hmac.Equal([]byte(tag), []byte(macWith(c.macKey, key, version, body))) {
+		return true
+	}
+	for _, k := range c.oldMACs {
+		if hmac.Equal([]byte(tag), []byte(macWith(k, key, version, body))) {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *Cache) mac(key, version string, body []byte) string {
-	m := hmac.New(sha256.New, c.macKey)
+	return macWith(c.macKey, key, version, body)
+}
+
+func macWith(macKey []byte, key, version string, body []byte) string {
+	m := hmac.New(sha256.New, macKey)
 	// Lengths first, so that no two (key, version, body) share an input.
 	var n [8]byte
 	for _, part := range [][]byte{[]byte(key), []byte(version), body} {

@@ -98,6 +98,26 @@ func TestSealRefusesWhatItDidNotMake(t *testing.T) {
 	}
 }
 
+// TestSealPreviousKeys: entries sealed under a previous MAC key are read,
+// so that instances on either side of a key rotation share the cache; a
+// key no longer listed (retired) is not.
+func TestSealPreviousKeys(t *testing.T) {
+	old, cur := MACKey([]byte("old server key")), MACKey([]byte("new server key"))
+	before := &Cache{macKey: old}
+	after := &Cache{macKey: cur, oldMACs: [][]byte{old}}
+	retired := &Cache{macKey: cur}
+	raw := before.seal("k", 3, []byte("{}"))
+	if _, _, ok := after.unseal("k", raw); !ok {
+		t.Error("an entry sealed under a previous key was refused")
+	}
+	if _, _, ok := retired.unseal("k", raw); ok {
+		t.Error("an entry sealed under a retired key was accepted")
+	}
+	if got := after.seal("k", 3, []byte("{}")); got != (&Cache{macKey: cur}).seal("k", 3, []byte("{}")) {
+		t.Error("a previous key was used to seal")
+	}
+}
+
 func TestMACKeyIsDerived(t *testing.T) {
 	a, b := MACKey([]byte("k1")), MACKey([]byte("k2"))
 	if len(a) != 32 || string(a) == string(b) || string(a) == "k1" {
