@@ -21,8 +21,8 @@ import (
 
 // slowRedis returns the address of a proxy in front of target that holds
 // every reply for delay on average (from half to one and a half times
-// it) before passing it on, as a distant or loaded
-// Redis would. Requests pass at once, so replies keep their order.
+// it), as a distant or loaded Redis would. Requests pass at once; replies
+// keep their order on each connection.
 func slowRedis(t *testing.T, target string, delay time.Duration) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
