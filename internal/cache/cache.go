@@ -73,7 +73,6 @@ type Cache struct {
 	now     func() time.Time // judges RetainUntil; clock.Now
 	probe   prober
 	unsure  unsure // keys whose invalidation failed
-	stop    func() // stops the local layer's janitor
 }
 
 // New returns a Cache configured by cfg. It does not contact Redis: a Redis
@@ -105,7 +104,6 @@ func New(cfg Config) (*Cache, error) {
 		_, _ = rand.Read(c.macKey)
 	}
 	c.local = newLocal(cfg.LocalTTL, cfg.LocalMax, cfg.LocalMaxBytes)
-	c.stop = c.local.janitor()
 	return c, nil
 }
 
@@ -115,7 +113,7 @@ func (c *Cache) Close() error {
 	if c.off() {
 		return nil
 	}
-	c.stop()
+	c.local.close()
 	return c.rdb.Close()
 }
 

@@ -60,6 +60,9 @@ type local struct {
 	// invalidation never puts back what the invalidation took out.
 	seed   maphash.Seed
 	epochs [64]atomic.Uint64
+
+	janitor, closing sync.Once
+	done             chan struct{} // closed by close
 }
 
 type localKey struct{ tenant, id string }
@@ -78,7 +81,7 @@ func newLocal(ttl time.Duration, limit int, maxBytes int64) *local {
 		return nil
 	}
 	return &local{ttl: ttl, limit: limit, maxBytes: maxBytes, now: clock.Now,
-		entries: make(map[localKey]localEntry), seed: maphash.MakeSeed()}
+		entries: make(map[localKey]localEntry), seed: maphash.MakeSeed(), done: make(chan struct{})}
 }
 
 // size estimates what rec costs to keep.
@@ -147,6 +150,7 @@ func (l *local) put(tenant, id string, rec token.Record, epoch uint64) {
 	if n > l.maxBytes {
 		return
 	}
+	l.startJanitor()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.stripe(tenant, id).Load() != epoch {
@@ -200,25 +204,29 @@ func (l *local) sweep() {
 // outlives its TTL by no more than this.
 const sweepEvery = 5 * time.Second
 
-// janitor sweeps l every sweepEvery (or its TTL, if shorter) until the
-// returned function is called.
-func (l *local) janitor() (stop func()) {
-	if l == nil {
-		return func() {}
-	}
-	done := make(chan struct{})
-	var once sync.Once
-	go func() {
-		t := time.NewTicker(max(min(l.ttl, sweepEvery), 10*time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				l.sweep()
-			case <-done:
-				return
+// startJanitor starts, once, the goroutine that sweeps l every sweepEvery
+// (or its TTL, if shorter) until close. It is started by the first put,
+// so that a layer nothing is kept in costs no goroutine.
+func (l *local) startJanitor() {
+	l.janitor.Do(func() {
+		go func() {
+			t := time.NewTicker(max(min(l.ttl, sweepEvery), 10*time.Millisecond))
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					l.sweep()
+				case <-l.done:
+					return
+				}
 			}
-		}
-	}()
-	return func() { once.Do(func() { close(done) }) }
+		}()
+	})
+}
+
+// close stops the janitor, if it runs.
+func (l *local) close() {
+	if l != nil {
+		l.closing.Do(func() { close(l.done) })
+	}
 }

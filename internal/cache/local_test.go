@@ -406,10 +406,9 @@ func TestLocalBoundedInBytes(t *testing.T) {
 // their TTL without a read of them.
 func TestLocalJanitorReleasesExpired(t *testing.T) {
 	ctx := context.Background()
-	c, _, _ := openMini(t, Config{LocalTTL: 30 * time.Millisecond})
+	c, _, _, clk := openLocal(t, Config{LocalTTL: 30 * time.Millisecond})
 	for range 50 {
-		r := record("acme")
-		r.State, r.Generation = token.Failed, 1
+		r := terminal("acme", token.Failed, clk)
 		if _, err := c.GetOrLoad(ctx, "acme", r.ID, newDB(r).loader("acme", r.ID)); err != nil {
 			t.Fatal(err)
 		}
@@ -417,6 +416,7 @@ func TestLocalJanitorReleasesExpired(t *testing.T) {
 	if n := localLen(c); n != 50 {
 		t.Fatalf("%d copies held, want 50", n)
 	}
+	clk.Advance(time.Second)
 	deadline := time.Now().Add(5 * time.Second)
 	for localLen(c) != 0 {
 		if time.Now().After(deadline) {
