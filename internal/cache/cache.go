@@ -20,8 +20,11 @@ import (
 type Observer interface {
 	// ObserveCache counts one Redis operation on an entry of kind "token",
 	// "secret" or "apikey". A lookup ends in "hit", "miss", "garbage" (an
-	// unreadable entry, or one for another tenant or token: ignored and
-	// removed), "error" (Redis failed) or "skipped" (the breaker is open).
+	// authentic entry that is unusable, or a key of another type: ignored
+	// and removed), "forged" (an entry whose MAC does not check: ignored,
+	// removed and logged), "error" (Redis failed) or "skipped" (the
+	// breaker is open, or this process could not write the key's last
+	// invalidation; see unsure).
 	// A write is counted only when it fails, as "error". A token served
 	// from the in-process copy (Config.LocalTTL) asks Redis nothing, yet is
 	// counted as a "hit", so that the hit ratio stays the cache's as a

@@ -82,7 +82,7 @@ func New(cfg Config) (*Metrics, error) {
 		cacheOps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: "cache", Name: "operations_total",
 			Help: "Redis cache operations, by kind of entry and result. A lookup ends in hit, miss, " +
-				"garbage, forged (failed authentication), error or skipped (breaker open); a failed write counts as error.",
+				"garbage, forged (failed authentication), error or skipped (breaker open, or a lost invalidation); a failed write counts as error.",
 		}, []string{"kind", "result"}),
 		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: namespace, Subsystem: "cache", Name: "breaker_state",
