@@ -68,10 +68,10 @@ func (c *Cache) GetOrLoad(ctx context.Context, tenant, id string, load func(cont
 }
 
 // fresh reports whether a read that began at began may still fill an entry
-// whose tombstones live ttl. A tombstone is written after its commit, so
-// after any load it refuses began; it lives ttl from then. A fill written
-// within ttl of began thus meets every tombstone it must meet. Half of ttl
-// leaves the rest for the fill's own trip to Redis.
+// whose tombstones live ttl. A tombstone that must refuse the fill was
+// written after the commit the read's load missed, hence after began, and
+// lives ttl from then: a fill that reaches Redis within ttl of began meets
+// it. Half of ttl is left for the fill's own trip to Redis.
 func fresh(began time.Time, ttl time.Duration) bool {
 	return time.Since(began) < ttl/2
 }
