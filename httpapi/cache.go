@@ -17,8 +17,21 @@ import (
 	"github.com/tokend/tokend/token"
 )
 
-// errCacheDegraded is what /readyz logs while the cache's breaker is open.
-var errCacheDegraded = errors.New("cache: breaker open, serving from Postgres")
+// requestIDCtxKey carries the request id in the request's context, for
+// code below the handlers that logs (the cache's warnings about forged
+// entries).
+type requestIDCtxKey struct{}
+
+func withRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDCtxKey{}, id)
+}
+
+// RequestID returns the id of the request ctx belongs to (see
+// RequestIDHeader), or "" outside a request. It suits cache.Config.RequestID.
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDCtxKey{}).(string)
+	return id
+}
 
 // expiryMargin is how close to its expiry, by this process's clock, a cached
 // issued token is no longer trusted. Expiry is the database clock's verdict

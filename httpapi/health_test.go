@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -73,4 +75,33 @@ func TestDatabaseDown(t *testing.T) {
 	if logs := a.log.String(); !containsAll(logs, `"status":503`, `"error":`) {
 		t.Errorf("the 503 was not logged with its cause:\n%s", logs)
 	}
+}
+
+// TestReadyzProbesRedisWhileIdle: with no traffic but /readyz itself,
+// readiness says degraded within seconds of Redis going away and ok
+// within seconds of its return. The breaker alone, which moves only with
+// lookups, said ok throughout.
+func TestReadyzProbesRedisWhileIdle(t *testing.T) {
+	t.Parallel()
+	rs := startRedis(t)
+	a := newAPI(t, withCache(t, "redis://"+rs.addr+"/0", &observer{}, nil))
+	waitReady := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			res := a.get("", "/readyz")
+			if res.status == http.StatusOK && strings.Contains(string(res.body), `"redis":"`+want+`"`) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/readyz still %d %s 10s on, want redis %s", res.status, res.body, want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitReady("ok")
+	rs.stop()
+	waitReady("degraded")
+	rs.start()
+	waitReady("ok")
 }

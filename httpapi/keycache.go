@@ -12,8 +12,16 @@ import (
 // DefaultKeyCacheTTL is Config.KeyCacheTTL's default.
 const DefaultKeyCacheTTL = time.Second
 
-// maxCachedKeys bounds the in-process cache; past it, the cache starts over.
-const maxCachedKeys = 10_000
+// maxCachedKeys and maxCachedKeyBytes bound the in-process cache; past
+// either, the cache starts over. An entry's size is estimated from the
+// lengths of its strings plus keyEntryOverhead; the strings come from
+// Postgres (a key id, a tenant name, a role), so the count bound alone
+// keeps it to a few MB, and the byte bound makes that a stated limit.
+const (
+	maxCachedKeys     = 10_000
+	maxCachedKeyBytes = 4 << 20
+	keyEntryOverhead  = 160
+)
 
 // keyCache remembers API-key resolutions in process for a short while, so a
 // busy client costs no lookup per request. Only successes are kept: a key
@@ -29,12 +37,23 @@ type keyCache struct {
 	// gen counts drops. A resolution is kept only if no drop happened
 	// since before it started: one that read the key before a revocation
 	// must not put back what the revocation's drop took out.
-	gen uint64
+	gen   uint64
+	bytes int // estimated size of entries
+	// swept is when expired entries were last dropped. A write sweeps
+	// when a TTL has passed since, so an entry outlives its TTL by at
+	// most one TTL plus the wait for the next write, and the sweeps cost
+	// O(1) amortised per write.
+	swept time.Time
 }
 
 type cachedKey struct {
 	key     apikey.Key
 	expires time.Time
+	size    int
+}
+
+func keySize(k apikey.Key) int {
+	return keyEntryOverhead + len(k.ID) + len(k.Tenant) + len(k.Role)
 }
 
 func newKeyCache(ttl time.Duration, resolve func(context.Context, string) (apikey.Key, error)) *keyCache {
@@ -62,11 +81,30 @@ func (c *keyCache) authenticate(ctx context.Context, presented string) (apikey.K
 	if c.gen != gen {
 		return k, nil // a drop happened meanwhile: serve this request, keep nothing
 	}
-	if len(c.entries) >= maxCachedKeys {
-		clear(c.entries)
+	if now.Sub(c.swept) >= c.ttl {
+		for h, e := range c.entries {
+			if !now.Before(e.expires) {
+				c.dropLocked(h, e)
+			}
+		}
+		c.swept = now
 	}
-	c.entries[h] = cachedKey{key: k, expires: now.Add(c.ttl)}
+	n := keySize(k)
+	if old, ok := c.entries[h]; ok {
+		c.dropLocked(h, old)
+	}
+	if len(c.entries) >= maxCachedKeys || c.bytes+n > maxCachedKeyBytes {
+		clear(c.entries)
+		c.bytes = 0
+	}
+	c.entries[h] = cachedKey{key: k, expires: now.Add(c.ttl), size: n}
+	c.bytes += n
 	return k, nil
+}
+
+func (c *keyCache) dropLocked(h [sha256.Size]byte, e cachedKey) {
+	delete(c.entries, h)
+	c.bytes -= e.size
 }
 
 // forget drops the resolution of the key whose SHA-256 is keyHash, and
@@ -76,7 +114,9 @@ func (c *keyCache) forget(keyHash []byte) {
 	defer c.mu.Unlock()
 	c.gen++
 	if len(keyHash) == sha256.Size {
-		delete(c.entries, [sha256.Size]byte(keyHash))
+		if e, ok := c.entries[[sha256.Size]byte(keyHash)]; ok {
+			c.dropLocked([sha256.Size]byte(keyHash), e)
+		}
 	}
 }
 
@@ -87,6 +127,7 @@ func (c *keyCache) forgetAll() {
 	defer c.mu.Unlock()
 	c.gen++
 	clear(c.entries)
+	c.bytes = 0
 }
 
 // ForgetKey drops every cached resolution of the API key whose SHA-256 is

@@ -39,6 +39,7 @@ func (s *Server) requestID(c *gin.Context) {
 		id = hex.EncodeToString(b[:])
 	}
 	c.Set(requestIDKey, id)
+	c.Request = c.Request.WithContext(withRequestID(c.Request.Context(), id))
 	c.Header(RequestIDHeader, id)
 	c.Next()
 }

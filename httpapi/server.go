@@ -163,12 +163,7 @@ func New(cfg Config) (*Server, error) {
 		s.authenticate = s.keys.authenticate
 	}
 	if cfg.Cache.Status() != cache.StatusOff {
-		s.checks = append(s.checks, Check{Name: cacheCheck, Optional: true, Ping: func(context.Context) error {
-			if !cfg.Cache.Healthy() {
-				return errCacheDegraded
-			}
-			return nil
-		}})
+		s.checks = append(s.checks, Check{Name: cacheCheck, Optional: true, Ping: cfg.Cache.Probe})
 	}
 	middleware, mounts := cfg.Middleware, cfg.Mounts
 	if cfg.Metrics != nil {

@@ -32,7 +32,15 @@ func newAPI(ctx context.Context, cfg serveConfig, pool *pgxpool.Pool, keys *toke
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := cache.New(cache.Config{URL: cfg.RedisURL, Observer: m})
+	// Entries are authenticated under a key derived from the server key,
+	// which every instance sharing the Redis has; previous keys are still
+	// read, so that a rolling rotation does not read as forgery.
+	var previousMACs [][]byte
+	for _, k := range cfg.PreviousSecretKeys {
+		previousMACs = append(previousMACs, cache.MACKey([]byte(k)))
+	}
+	c, err := cache.New(cache.Config{URL: cfg.RedisURL, Observer: m, Logger: log, RequestID: httpapi.RequestID,
+		MACKey: cache.MACKey([]byte(cfg.SecretKey)), PreviousMACKeys: previousMACs})
 	if err != nil {
 		return nil, nil, usageError{err}
 	}

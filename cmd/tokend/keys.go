@@ -65,19 +65,24 @@ func revokeKey(ctx context.Context, args []string, getenv func(string) string, s
 		return err
 	}
 	fmt.Fprintf(stderr, "tokend: revoked key %s of tenant %s\n", cfg.ID, cfg.Tenant)
-	forgetCachedKey(ctx, getenv("TOKEND_REDIS_URL"), keyHash, stderr)
+	forgetCachedKey(ctx, getenv("TOKEND_REDIS_URL"), getenv("TOKEND_SECRET_KEY"), keyHash, stderr)
 	return nil
 }
 
 // forgetCachedKey drops a revoked key from the lookup cache. Running servers
 // hear of the revocation from Postgres and drop the key from Redis and from
 // their memory themselves (apikey.Watch); this covers the time none is
-// listening.
-func forgetCachedKey(ctx context.Context, redisURL string, keyHash []byte, stderr io.Writer) {
+// listening. The tombstone is authenticated like every entry, so it needs
+// the servers' TOKEND_SECRET_KEY; without it, nothing is written.
+func forgetCachedKey(ctx context.Context, redisURL, serverKey string, keyHash []byte, stderr io.Writer) {
 	if redisURL == "" {
 		return
 	}
-	c, err := cache.New(cache.Config{URL: redisURL})
+	if serverKey == "" {
+		fmt.Fprintf(stderr, "tokend: TOKEND_SECRET_KEY is unset, so the cache cannot be told; servers not listening for revocations may accept the key until their cached resolution expires (%s)\n", cache.DefaultKeyTTL)
+		return
+	}
+	c, err := cache.New(cache.Config{URL: redisURL, MACKey: cache.MACKey([]byte(serverKey))})
 	if err != nil {
 		fmt.Fprintf(stderr, "tokend: TOKEND_REDIS_URL: %v; servers not listening for revocations may accept the key until their cached resolution expires (%s)\n", err, cache.DefaultKeyTTL)
 		return

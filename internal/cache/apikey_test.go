@@ -3,6 +3,9 @@ package cache
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -54,25 +57,47 @@ func TestGetOrLoadKey(t *testing.T) {
 	}
 }
 
+// TestKeyGarbage: an authentic entry that is unusable is garbage, a value
+// without a valid MAC is forged; neither resolves a key, both are counted
+// and replaced by the loaded key.
 func TestKeyGarbage(t *testing.T) {
-	tests := []string{"junk", "0:{}", `0:{"Tenant":"acme","ID":"k"}`, `0:{"Tenant":"acme","ID":"k","Role":"root"}`, `0:{"Tenant":"","ID":"k","Role":"client"}`, `1:{"Tenant":"acme","ID":"k","Role":"client"}`, "7:"}
+	tests := []string{"junk", "0:{}", `0:{"Tenant":"acme","ID":"k"}`, `0:{"Tenant":"acme","ID":"k","Role":"root"}`, `0:{"Tenant":"","ID":"k","Role":"client"}`, `1:{"Tenant":"acme","ID":"k","Role":"client"}`, "7:", `0:{"Tenant":"acme","ID":"k","Role":"operator"}`}
 	for _, raw := range tests {
-		t.Run(raw, func(t *testing.T) {
-			ctx := context.Background()
-			c, mr, obs := openMini(t, Config{})
-			hash := []byte("key hash")
-			mr.Set(c.apiKeyKey(hash), raw)
-			want := apikey.Key{Tenant: "acme", ID: "k", Role: apikey.Client}
-			got, err := c.GetOrLoadKey(ctx, hash, func(context.Context) (apikey.Key, error) { return want, nil })
-			if err != nil || got != want {
-				t.Fatalf("GetOrLoadKey = %+v, %v", got, err)
+		for _, seal := range []bool{false, true} {
+			vs, body, found := strings.Cut(raw, ":")
+			if seal && !found {
+				continue
 			}
-			if n := obs.count(kindAPIKey, resultGarbage); n != 1 {
-				t.Errorf("garbage counted %d times, want 1", n)
+			result := resultForged
+			if seal {
+				result = resultGarbage
+				if raw == tests[len(tests)-1] {
+					continue // authentic and usable: not garbage
+				}
 			}
-			if k, ok := c.readKey(ctx, c.apiKeyKey(hash)); !ok || k != want {
-				t.Errorf("after the load the entry is %+v, %v, want the loaded key", k, ok)
-			}
-		})
+			t.Run(fmt.Sprintf("%s/sealed=%v", raw, seal), func(t *testing.T) {
+				ctx := context.Background()
+				c, mr, obs := openMini(t, Config{})
+				hash := []byte("key hash")
+				key := c.apiKeyKey(hash)
+				if seal {
+					v, _ := strconv.ParseInt(vs, 10, 64)
+					mr.Set(key, c.seal(key, v, []byte(body)))
+				} else {
+					mr.Set(key, raw)
+				}
+				want := apikey.Key{Tenant: "acme", ID: "k", Role: apikey.Client}
+				got, err := c.GetOrLoadKey(ctx, hash, func(context.Context) (apikey.Key, error) { return want, nil })
+				if err != nil || got != want {
+					t.Fatalf("GetOrLoadKey = %+v, %v", got, err)
+				}
+				if n := obs.count(kindAPIKey, result); n != 1 {
+					t.Errorf("%s counted %d times, want 1", result, n)
+				}
+				if k, ok := c.readKey(ctx, key); !ok || k != want {
+					t.Errorf("after the load the entry is %+v, %v, want the loaded key", k, ok)
+				}
+			})
+		}
 	}
 }

@@ -2,12 +2,16 @@ package cache
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
 	"errors"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/sync/singleflight"
+
+	"github.com/tokend/tokend/internal/clock"
 )
 
 // Observer is told what the cache does, for metrics. Its methods are called
@@ -16,8 +20,11 @@ import (
 type Observer interface {
 	// ObserveCache counts one Redis operation on an entry of kind "token",
 	// "secret" or "apikey". A lookup ends in "hit", "miss", "garbage" (an
-	// unreadable entry, or one for another tenant or token: ignored and
-	// removed), "error" (Redis failed) or "skipped" (the breaker is open).
+	// authentic entry that is unusable, or a key of another type: ignored
+	// and removed), "forged" (an entry whose MAC does not check: ignored,
+	// removed and logged), "error" (Redis failed) or "skipped" (the
+	// breaker is open, or this process could not write the key's last
+	// invalidation; see unsure).
 	// A write is counted only when it fails, as "error". A token served
 	// from the in-process copy (Config.LocalTTL) asks Redis nothing, yet is
 	// counted as a "hit", so that the hit ratio stays the cache's as a
@@ -37,6 +44,7 @@ const (
 	resultHit     = "hit"
 	resultMiss    = "miss"
 	resultGarbage = "garbage"
+	resultForged  = "forged"
 	resultError   = "error"
 	resultSkipped = "skipped"
 )
@@ -60,9 +68,14 @@ const (
 type Cache struct {
 	rdb     redis.UniversalClient // nil when the cache is off
 	cfg     Config
+	macKey  []byte   // seals and unseals
+	oldMACs [][]byte // only unseal
 	breaker *breaker
-	flights singleflight.Group
-	local   *local // terminal tokens in process; nil when off or disabled
+	flights flights
+	local   *local           // terminal tokens in process; nil when off or disabled
+	now     func() time.Time // judges RetainUntil; clock.Now
+	probe   prober
+	unsure  unsure // keys whose invalidation failed
 }
 
 // New returns a Cache configured by cfg. It does not contact Redis: a Redis
@@ -87,15 +100,23 @@ func New(cfg Config) (*Cache, error) {
 	}
 	c.breaker = newBreaker(cfg.BreakerThreshold, cfg.BreakerCooldown, onChange)
 	c.rdb = build()
-	c.local = newLocal(cfg.LocalTTL, cfg.LocalMax)
+	c.now = clock.Now
+	c.macKey, c.oldMACs = cfg.MACKey, cfg.PreviousMACKeys
+	if len(c.macKey) == 0 {
+		c.macKey = make([]byte, sha256.Size)
+		_, _ = rand.Read(c.macKey)
+	}
+	c.local = newLocal(cfg.LocalTTL, cfg.LocalMax, cfg.LocalMaxBytes)
 	return c, nil
 }
 
-// Close closes the connections to Redis.
+// Close stops the cache's background work and closes the connections to
+// Redis.
 func (c *Cache) Close() error {
 	if c.off() {
 		return nil
 	}
+	c.local.close()
 	return c.rdb.Close()
 }
 
@@ -143,13 +164,23 @@ func (c *Cache) get(ctx context.Context, kind, key string) (raw string, ok bool)
 }
 
 // put writes an entry of version v with body (nil for a tombstone) at key
-// for ttl, unless the entry there has a greater version.
-func (c *Cache) put(ctx context.Context, kind, key string, v int64, body []byte, ttl time.Duration) {
+// for ttl, unless the entry there has a greater version. It reports
+// whether Redis answered: false when it failed or was not asked.
+func (c *Cache) put(ctx context.Context, kind, key string, v int64, body []byte, ttl time.Duration) bool {
 	if !c.breaker.allow() {
-		return
+		return false
 	}
-	err := setScript.Run(detach(ctx), c.rdb, []string{key}, v, encode(v, body), max(ttl.Milliseconds(), 1)).Err()
+	err := setScript.Run(detach(ctx), c.rdb, []string{key}, v, c.seal(key, v, body), max(ttl.Milliseconds(), 1)).Err()
 	c.done(kind, err)
+	return err == nil
+}
+
+// tombstone writes a tombstone of version v at key for ttl. When it cannot,
+// reads of key on this process skip Redis for ttl (see unsure).
+func (c *Cache) tombstone(ctx context.Context, kind, key string, v int64, ttl time.Duration) {
+	if !c.put(ctx, kind, key, v, nil, ttl) {
+		c.unsure.mark(key, ttl)
+	}
 }
 
 // garbage counts an unusable entry and removes it, so that the fill after
@@ -158,6 +189,24 @@ func (c *Cache) put(ctx context.Context, kind, key string, v int64, body []byte,
 // another type.
 func (c *Cache) garbage(ctx context.Context, kind, key, raw string) {
 	c.observe(kind, resultGarbage)
+	c.remove(ctx, kind, key, raw)
+}
+
+// forged counts and logs an entry whose MAC does not check, and removes it,
+// for the same reason as garbage. The log names the kind of entry and the
+// request, never the value.
+func (c *Cache) forged(ctx context.Context, kind, key, raw string) {
+	c.observe(kind, resultForged)
+	attrs := []slog.Attr{slog.String("kind", kind)}
+	if c.cfg.RequestID != nil {
+		attrs = append(attrs, slog.String("request_id", c.cfg.RequestID(ctx)))
+	}
+	c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "cache entry failed authentication; ignored and removed", attrs...)
+	c.remove(ctx, kind, key, raw)
+}
+
+// remove deletes key if it still holds raw.
+func (c *Cache) remove(ctx context.Context, kind, key, raw string) {
 	if !c.breaker.allow() {
 		return
 	}

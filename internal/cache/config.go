@@ -1,7 +1,10 @@
 package cache
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
+	"slices"
 	"time"
 )
 
@@ -15,7 +18,14 @@ const (
 	DefaultBreakerCooldown  = 5 * time.Second
 	DefaultLocalTTL         = 30 * time.Second
 	DefaultLocalMax         = 10_000
+	DefaultLocalMaxBytes    = 8 << 20
+	DefaultProbeInterval    = time.Second
+	DefaultProbeTimeout     = 500 * time.Millisecond
 )
+
+// minMACKey is the shortest Config.MACKey accepted: an HMAC-SHA256 key
+// shorter than the hash gives less than its strength.
+const minMACKey = 32
 
 // Config configures a Cache. The zero value is valid and caches nothing.
 type Config struct {
@@ -64,11 +74,39 @@ type Config struct {
 	// of the Redis cache: without a URL there is none, and while Redis is
 	// failing (StatusDegraded) nothing new is kept.
 	LocalTTL time.Duration
-	// LocalMax bounds how many tokens LocalTTL keeps in process, and so
-	// the memory they take: a record and its stored result body each. A
-	// new entry in a full layer evicts an arbitrary one. Zero means
+	// LocalMax bounds how many tokens LocalTTL keeps in process. A new
+	// entry in a full layer evicts arbitrary ones. Zero means
 	// DefaultLocalMax.
 	LocalMax int
+	// LocalMaxBytes bounds the memory LocalTTL's copies take, as estimated
+	// from the lengths of their fields plus a fixed overhead per entry.
+	// Copies hold only what a token read shows: never a stored result
+	// body. Zero means DefaultLocalMaxBytes (8 MiB).
+	LocalMaxBytes int64
+	// MACKey authenticates every entry written to Redis (see MACKey, which
+	// derives it from the server key): an entry without a valid MAC is a
+	// miss, counted as "forged". Every instance sharing a Redis must use
+	// the same key, at least 32 bytes. Empty means a random key of this
+	// Cache's own, whose entries no other process can read: for tests and
+	// one-off tools only.
+	MACKey []byte
+	// PreviousMACKeys are accepted on read besides MACKey, never written
+	// with: tokend derives them from TOKEND_PREVIOUS_SECRET_KEYS, so that
+	// during a rolling rotation of the server key instances on the old and
+	// the new key read each other's entries. Retiring a server key retires
+	// its MAC key. Each must be at least 32 bytes.
+	PreviousMACKeys [][]byte
+	// ProbeInterval is how long the result of a Probe of Redis (for
+	// /readyz) is reused. Zero means DefaultProbeInterval.
+	ProbeInterval time.Duration
+	// ProbeTimeout bounds each Probe. Zero means DefaultProbeTimeout.
+	ProbeTimeout time.Duration
+	// Logger receives a warning for each forged entry found. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// RequestID, if set, returns the id of the request a context belongs
+	// to, for the warnings Logger receives.
+	RequestID func(context.Context) string
 	// Observer, if set, is told the result of every Redis operation and each
 	// change of the breaker's state, for metrics.
 	Observer Observer
@@ -89,6 +127,16 @@ func (c Config) Validate() error {
 		return fmt.Errorf("cache: BreakerCooldown %v is negative", c.BreakerCooldown)
 	case c.LocalMax < 0:
 		return fmt.Errorf("cache: LocalMax %d is negative", c.LocalMax)
+	case c.LocalMaxBytes < 0:
+		return fmt.Errorf("cache: LocalMaxBytes %d is negative", c.LocalMaxBytes)
+	case len(c.MACKey) > 0 && len(c.MACKey) < minMACKey:
+		return fmt.Errorf("cache: MACKey has %d bytes, want at least %d", len(c.MACKey), minMACKey)
+	case slices.ContainsFunc(c.PreviousMACKeys, func(k []byte) bool { return len(k) < minMACKey }):
+		return fmt.Errorf("cache: a PreviousMACKeys entry has fewer than %d bytes", minMACKey)
+	case c.ProbeInterval < 0:
+		return fmt.Errorf("cache: ProbeInterval %v is negative", c.ProbeInterval)
+	case c.ProbeTimeout < 0:
+		return fmt.Errorf("cache: ProbeTimeout %v is negative", c.ProbeTimeout)
 	}
 	if c.URL != "" {
 		if _, err := parseURL(c.URL, DefaultTimeout); err != nil {
@@ -123,6 +171,18 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LocalMax == 0 {
 		c.LocalMax = DefaultLocalMax
+	}
+	if c.LocalMaxBytes == 0 {
+		c.LocalMaxBytes = DefaultLocalMaxBytes
+	}
+	if c.ProbeInterval == 0 {
+		c.ProbeInterval = DefaultProbeInterval
+	}
+	if c.ProbeTimeout == 0 {
+		c.ProbeTimeout = DefaultProbeTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
 	return c
 }

@@ -1,38 +1,95 @@
 // Package cache keeps lookups in Redis so that repeated reads spare Postgres:
-// tokens by id (GET /v1/tokens/{id}, operator inspect), the spends a token's
-// secret hash is known to be refused for (revoked, expired), and what an API
-// key resolves to.
+// tokens by id (GET /v1/tokens/{id}), the spends a token's secret hash is
+// known to be refused for (revoked, expired), and what an API key resolves
+// to.
 //
 // Redis is a cache and nothing more. It never decides a spend: a cached token
 // is shown, never spent, and the only verdict it gives on a spend is a
 // rejection for a state no token ever leaves. Postgres stays the arbiter.
 //
-// Every entry is written with a version, and a write only replaces an entry
-// whose version is not greater (one Lua script, so the check and the write
-// are atomic). A token's version, generation*10 plus a rank of its state,
-// grows with every transition, and after each commit the caller invalidates
-// by writing a tombstone that carries the new version. A reader that read
-// Postgres before the commit and writes its result after the tombstone is
-// refused, so a late write of an old row never wins over a newer one.
+// # What Redis holds, and why it cannot lie
 //
-// The cache fails open. Errors from Redis are counted, never returned:
-// every lookup then goes to its loader. Short timeouts bound each call, and
-// a circuit breaker stops calling Redis after consecutive failures, so with
-// Redis down or slow requests go to Postgres without waiting on Redis each
-// time; after a cool-down one call probes Redis and closes the breaker again
-// if it answers. Status reports "degraded" meanwhile, for /readyz.
+// A token entry holds what a token read shows and no more: no stored result
+// body or status (replays read those from Postgres), no payload digest, no
+// intent id. The in-process copies hold the same.
 //
-// A lost invalidation (Redis failing right after a commit) leaves an old
-// entry in place until its TTL, which is why TTLs are short: that is the
-// bound on how stale a read can be. Tokens the sweeper expires, lapses or
-// purges are not invalidated one by one; the same bound applies.
+// Every entry, tombstones included, carries an HMAC-SHA256 of its Redis key,
+// version and body under Config.MACKey, which tokend derives from the server
+// key (MACKey). A reader checks it before anything else: an entry that fails
+// (written by someone who can reach Redis but lacks the server key, or an
+// entry copied to another key) is a miss, counted as "forged", logged as a
+// warning with the request id (never the value), and removed. So a Redis
+// writer can make lookups miss, never make an API key resolve or a spend be
+// refused.
+//
+// # Read-your-writes: the fill/invalidate protocol
+//
+// The promise: a read that begins after a committed change was answered
+// (a spend, a report, a revoke, a reconcile, a purge, an API-key
+// revocation) never returns the state from before it, on this process or
+// another sharing the Redis, however slowly Redis answers. Four rules keep
+// it.
+//
+//  1. Versions and tombstones. A token's version, generation*10 plus a rank
+//     of its state, grows with every transition. After each commit, and
+//     before the response is written, the handler calls Invalidate, which
+//     writes a tombstone carrying the new version and waits for Redis to
+//     take it. A read that begins after the response thus finds, in Redis,
+//     the tombstone or an entry at least as new.
+//  2. Compare-and-set fills. An entry is written by one Lua script that
+//     refuses to replace an entry of greater version. A read that loaded
+//     the row before the commit and fills after the tombstone is refused,
+//     so a late fill of an old row never wins. A fill is sent only within
+//     half a TTL of its read's start: the tombstone it must meet was
+//     written after that start and lives a whole TTL.
+//  3. Coalescing only forward. Concurrent reads of one key share one Redis
+//     lookup and at most one load, but a caller only joins a read that has
+//     not started yet (see flights); a read that started before the caller
+//     arrived may have seen Redis or Postgres before the change. So each
+//     key has one read running and at most one waiting, which the callers
+//     arriving meanwhile join.
+//  4. In process. Invalidate drops this process's copy and bumps a
+//     per-key (striped) invalidation counter, before and after writing the
+//     tombstone; a read that began before a bump keeps nothing. When the
+//     tombstone cannot be written (Redis failing, breaker open), reads of
+//     that key on this process skip Redis until the entry's TTL has run
+//     out, and their fill, a newer version, replaces the old entry for
+//     everyone.
+//
+// Purges and intent re-issues delete only rows whose RetainUntil the
+// database's clock has passed. The cache never serves or keeps a record
+// less than a minute (purgeMargin, far more than clock skew) before its
+// RetainUntil, so a purge needs no invalidation and is never seen undone.
+//
+// API keys follow the same rules: a live entry is version 0, a revocation
+// writes a tombstone of version 1 that no fill replaces.
+//
+// The one bound left: another process reading while this one could not
+// write its tombstone (Redis failing at that moment) may see the entry from
+// before until its TTL (Config.TokenTTL, Config.KeyTTL). Tokens the sweeper
+// expires or lapses are not invalidated one by one; the same TTL bounds
+// them.
+//
+// # Failing open
+//
+// Errors from Redis are counted, never returned: every lookup then goes to
+// its loader. Short timeouts bound each call, and a circuit breaker stops
+// calling Redis after consecutive failures, so with Redis down or slow
+// requests go to Postgres without waiting on Redis each time; after a
+// cool-down one call probes Redis and closes the breaker again if it
+// answers. Probe, which /readyz calls, PINGs Redis at most once per
+// Config.ProbeInterval whether or not there is traffic, and feeds the
+// breaker too.
+//
+// # In process
 //
 // A token in a terminal state is kept in process as well (Config.LocalTTL)
 // and served from there without a call to Redis, whose GET costs about as
 // much as Postgres's lookup by primary key. Such a token never changes
-// again; its row only goes when it is purged after its RetainUntil, and the
-// copy is dropped a minute before that. So the copy needs no invalidation
-// from other instances. Tokens that may still change are never kept in
+// again, so the copy needs no invalidation from other instances. The layer
+// is bounded in entries (Config.LocalMax) and in bytes
+// (Config.LocalMaxBytes), and a janitor drops expired copies without
+// waiting for a read. Tokens that may still change are never kept in
 // process.
 //
 // A Cache made from a Config without a URL, and a nil *Cache, cache nothing:

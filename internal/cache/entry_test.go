@@ -2,6 +2,7 @@ package cache
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/tokend/tokend/token"
@@ -63,31 +64,66 @@ func TestVersionRefuses(t *testing.T) {
 	}
 }
 
-func TestDecode(t *testing.T) {
-	tests := []struct {
-		raw  string
-		v    int64
-		body string
-		ok   bool
-	}{
-		{"13:{}", 13, "{}", true},
-		{"13:", 13, "", true},
-		{"0:a:b", 0, "a:b", true},
-		{"", 0, "", false},
-		{"13", 0, "", false},
-		{"-1:{}", 0, "", false},
-		{"x:{}", 0, "", false},
-		{"99999999999999999999:{}", 0, "", false},
+// TestSealRefusesWhatItDidNotMake: an entry unseals only under the key it
+// was sealed for and with the MAC key that sealed it; any change to it, or
+// a value no Cache made, is refused.
+func TestSealRefusesWhatItDidNotMake(t *testing.T) {
+	c := &Cache{macKey: MACKey([]byte("server key server key server key!"))}
+	other := &Cache{macKey: MACKey([]byte("another server key, another one!"))}
+	good := c.seal("k", 13, []byte("{}"))
+	if v, body, ok := c.unseal("k", good); !ok || v != 13 || body != "{}" {
+		t.Fatalf("unseal(seal) = %d, %q, %v", v, body, ok)
+	}
+	if v, body, ok := c.unseal("k", c.seal("k", 7, nil)); !ok || v != 7 || body != "" {
+		t.Fatalf("unseal of a tombstone = %d, %q, %v", v, body, ok)
+	}
+	vs, rest, _ := strings.Cut(good, ":")
+	mac, _, _ := strings.Cut(rest, ":")
+	tests := []struct{ name, key, raw string }{
+		{"moved to another key", "k2", good},
+		{"another MAC key", "k", other.seal("k", 13, []byte("{}"))},
+		{"body changed", "k", vs + ":" + mac + ":{ }"},
+		{"version raised", "k", "14:" + mac + ":{}"},
+		{"tombstone made from an entry", "k", vs + ":" + mac + ":"},
+		{"no MAC", "k", "13:{}"},
+		{"empty MAC", "k", "13::{}"},
+		{"empty", "k", ""},
+		{"not an entry", "k", "hello"},
+		{"negative version", "k", "-1:" + mac + ":{}"},
 	}
 	for _, tt := range tests {
-		v, body, ok := decode(tt.raw)
-		if v != tt.v || body != tt.body || ok != tt.ok {
-			t.Errorf("decode(%q) = %d, %q, %v, want %d, %q, %v", tt.raw, v, body, ok, tt.v, tt.body, tt.ok)
+		if v, body, ok := c.unseal(tt.key, tt.raw); ok {
+			t.Errorf("%s: unseal(%q, %q) = %d, %q, accepted", tt.name, tt.key, tt.raw, v, body)
 		}
-		if ok {
-			if got := encode(v, []byte(body)); got != tt.raw {
-				t.Errorf("encode(decode(%q)) = %q", tt.raw, got)
-			}
-		}
+	}
+}
+
+// TestSealPreviousKeys: entries sealed under a previous MAC key are read,
+// so that instances on either side of a key rotation share the cache; a
+// key no longer listed (retired) is not.
+func TestSealPreviousKeys(t *testing.T) {
+	old, cur := MACKey([]byte("old server key")), MACKey([]byte("new server key"))
+	before := &Cache{macKey: old}
+	after := &Cache{macKey: cur, oldMACs: [][]byte{old}}
+	retired := &Cache{macKey: cur}
+	raw := before.seal("k", 3, []byte("{}"))
+	if _, _, ok := after.unseal("k", raw); !ok {
+		t.Error("an entry sealed under a previous key was refused")
+	}
+	if _, _, ok := retired.unseal("k", raw); ok {
+		t.Error("an entry sealed under a retired key was accepted")
+	}
+	if got := after.seal("k", 3, []byte("{}")); got != (&Cache{macKey: cur}).seal("k", 3, []byte("{}")) {
+		t.Error("a previous key was used to seal")
+	}
+}
+
+func TestMACKeyIsDerived(t *testing.T) {
+	a, b := MACKey([]byte("k1")), MACKey([]byte("k2"))
+	if len(a) != 32 || string(a) == string(b) || string(a) == "k1" {
+		t.Fatalf("MACKey = %x, %x", a, b)
+	}
+	if string(MACKey([]byte("k1"))) != string(a) {
+		t.Fatal("MACKey is not deterministic")
 	}
 }

@@ -164,28 +164,32 @@ func (d *db) loader(tenant, id string) func(context.Context) (token.Record, erro
 	}
 }
 
-// record returns an issued token of tenant, with every field set so that a
-// round trip through the cache that loses one shows.
+// record returns an issued token of tenant, created a moment ago, with
+// every field the cache keeps set (see shown), so that a round trip
+// through the cache that loses one shows. withOutcome adds the fields the
+// cache must not keep.
 func record(tenant string) token.Record {
-	created := time.Date(2026, 3, 1, 12, 0, 0, 123456000, time.UTC)
+	created := time.Now().UTC().Truncate(time.Microsecond)
 	lease := created.Add(30 * time.Second)
 	return token.Record{
 		Tenant:         tenant,
 		ID:             token.NewID(),
 		Operation:      "ledger.credit",
-		IntentID:       "intent-1",
 		Subject:        "user-42",
 		State:          token.Issued,
 		Generation:     0,
 		OperationID:    "op_x",
-		PayloadDigest:  []byte{1, 2, 3},
 		CreatedAt:      created,
 		ExpiresAt:      created.Add(time.Hour),
 		RetainUntil:    created.Add(24 * time.Hour),
 		LeaseExpiresAt: &lease,
-		ResultStatus:   200,
-		ResultBody:     []byte(`{"ok":true}`),
 	}
+}
+
+// withOutcome returns r with what a spend replays and no read shows.
+func withOutcome(r token.Record, body []byte) token.Record {
+	r.IntentID, r.PayloadDigest, r.ResultStatus, r.ResultBody = "intent-1", []byte{1, 2, 3}, 200, body
+	return r
 }
 
 // fakeClock is the breaker's clock in tests.

@@ -19,7 +19,8 @@ import (
 func openLocal(t *testing.T, cfg Config) (*Cache, *miniredis.Miniredis, *recorder, *fakeClock) {
 	t.Helper()
 	c, mr, obs := openMini(t, cfg)
-	clk := &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clk := &fakeClock{now: time.Now().UTC().Truncate(time.Second)}
+	c.now = clk.Now
 	if c.local != nil {
 		c.local.now = clk.Now
 	}
@@ -149,7 +150,7 @@ func TestLocalNeverHoldsNonTerminal(t *testing.T) {
 	}
 }
 
-// A copy lives until LocalTTL has passed or localMargin before the token's
+// A copy lives until LocalTTL has passed or purgeMargin before the token's
 // RetainUntil, whichever comes first, and is not kept at all when that is
 // already past.
 func TestLocalLifetime(t *testing.T) {
@@ -161,9 +162,9 @@ func TestLocalLifetime(t *testing.T) {
 	}{
 		{"LocalTTL first", Config{}, 24 * time.Hour, DefaultLocalTTL},
 		{"configured LocalTTL", Config{LocalTTL: 5 * time.Second}, 24 * time.Hour, 5 * time.Second},
-		{"retention first", Config{}, localMargin + 10*time.Second, 10 * time.Second},
-		{"retention ends within the margin", Config{}, localMargin - time.Second, 0},
-		{"retention ends at the margin", Config{}, localMargin, 0},
+		{"retention first", Config{}, purgeMargin + 10*time.Second, 10 * time.Second},
+		{"retention ends within the margin", Config{}, purgeMargin - time.Second, 0},
+		{"retention ends at the margin", Config{}, purgeMargin, 0},
 		{"retention passed", Config{}, -time.Hour, 0},
 	}
 	for _, tt := range tests {
@@ -373,5 +374,54 @@ func TestLocalParallel(t *testing.T) {
 	wg.Wait()
 	if n := localLen(c); n > tokens/4 {
 		t.Errorf("%d entries in process, LocalMax is %d", n, tokens/4)
+	}
+}
+
+// TestLocalBoundedInBytes: copies are evicted to stay within LocalMaxBytes
+// however many fit under LocalMax, and the estimate follows what is held.
+func TestLocalBoundedInBytes(t *testing.T) {
+	ctx := context.Background()
+	const maxBytes = 64 << 10
+	c, _, _, clk := openLocal(t, Config{LocalMax: 1_000_000, LocalMaxBytes: maxBytes})
+	long := string(make([]byte, 2000)) // a long subject, say
+	for range 500 {
+		r := terminal("acme", token.Consumed, clk)
+		r.Subject = long
+		if _, err := c.GetOrLoad(ctx, "acme", r.ID, newDB(r).loader("acme", r.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.local.mu.RLock()
+	defer c.local.mu.RUnlock()
+	var sum int64
+	for _, e := range c.local.entries {
+		sum += e.size
+	}
+	if sum != c.local.bytes || c.local.bytes > maxBytes || len(c.local.entries) == 0 {
+		t.Errorf("held %d entries of %d bytes (counted %d), want some, within %d", len(c.local.entries), sum, c.local.bytes, maxBytes)
+	}
+}
+
+// TestLocalJanitorReleasesExpired: an idle process lets go of copies past
+// their TTL without a read of them.
+func TestLocalJanitorReleasesExpired(t *testing.T) {
+	ctx := context.Background()
+	c, _, _, clk := openLocal(t, Config{LocalTTL: 30 * time.Millisecond})
+	for range 50 {
+		r := terminal("acme", token.Failed, clk)
+		if _, err := c.GetOrLoad(ctx, "acme", r.ID, newDB(r).loader("acme", r.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := localLen(c); n != 50 {
+		t.Fatalf("%d copies held, want 50", n)
+	}
+	clk.Advance(time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for localLen(c) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d expired copies still held 5s after their TTL, without reads", localLen(c))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -26,8 +26,9 @@ type rejection struct {
 // operation or subject always goes to Postgres, which checks the binding
 // first and answers consume.ErrBindingMismatch.
 //
-// No state a rejection is remembered for is ever left, so the answer
-// cannot go stale; once the token is purged Postgres would answer
+// Only an authentic entry (see MACKey) is believed: whoever can write to
+// Redis cannot make the cache refuse a spend. No state a rejection is
+// remembered for is ever left, so the answer cannot go stale; once the token is purged Postgres would answer
 // token.ErrNotFound instead, until the entry's TTL runs out.
 func (c *Cache) Rejected(ctx context.Context, tenant string, secretHash []byte, operation, subject string) error {
 	if c.off() || len(secretHash) == 0 {
@@ -38,9 +39,13 @@ func (c *Cache) Rejected(ctx context.Context, tenant string, secretHash []byte, 
 	if !ok {
 		return nil
 	}
+	_, body, ok := c.unseal(key, raw)
+	if !ok {
+		c.forged(ctx, kindSecret, key, raw)
+		return nil
+	}
 	var r rejection
-	_, body, ok := decode(raw)
-	if !ok || json.Unmarshal([]byte(body), &r) != nil || r.Tenant != tenant || rejectionErr(r.State) == nil {
+	if json.Unmarshal([]byte(body), &r) != nil || r.Tenant != tenant || rejectionErr(r.State) == nil {
 		c.garbage(ctx, kindSecret, key, raw)
 		return nil
 	}
@@ -90,5 +95,5 @@ func rejectionErr(s token.State) error {
 // secret, is in it: the hash is what Postgres stores, and it spends
 // nothing.
 func (c *Cache) secretKey(tenant string, secretHash []byte) string {
-	return c.cfg.Prefix + "v1:sec:" + tenant + ":" + hex.EncodeToString(secretHash)
+	return c.cfg.Prefix + layout + "sec:" + tenant + ":" + hex.EncodeToString(secretHash)
 }

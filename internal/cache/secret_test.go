@@ -56,7 +56,13 @@ func TestRejectedIgnoresGarbage(t *testing.T) {
 	c, mr, obs := openMini(t, Config{})
 	hash := []byte("0123456789abcdef0123456789abcdef")
 	key := c.secretKey("acme", hash)
-	for _, raw := range []string{"junk", `0:{"tenant":"acme","operation":"o","subject":"s","state":"consumed"}`, `0:{"tenant":"evil","operation":"o","subject":"s","state":"revoked"}`} {
+	for _, raw := range []string{
+		c.seal(key, 0, []byte(`junk`)),
+		c.seal(key, 0, []byte(`{"tenant":"acme","operation":"o","subject":"s","state":"consumed"}`)),
+		c.seal(key, 0, []byte(`{"tenant":"evil","operation":"o","subject":"s","state":"revoked"}`)),
+		"junk", // and forged: no MAC
+		`0:{"tenant":"acme","operation":"o","subject":"s","state":"revoked"}`,
+	} {
 		mr.Set(key, raw)
 		if err := c.Rejected(ctx, "acme", hash, "o", "s"); err != nil {
 			t.Errorf("Rejected with %q in the cache = %v, want nil", raw, err)
@@ -67,5 +73,8 @@ func TestRejectedIgnoresGarbage(t *testing.T) {
 	}
 	if n := obs.count(kindSecret, resultGarbage); n != 3 {
 		t.Errorf("garbage counted %d times, want 3", n)
+	}
+	if n := obs.count(kindSecret, resultForged); n != 2 {
+		t.Errorf("forged counted %d times, want 2", n)
 	}
 }

@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/tokend/tokend/token"
 )
@@ -17,13 +18,19 @@ func (c *Cache) Get(ctx context.Context, tenant, id string) (rec token.Record, o
 	if rec, ok := c.localToken(tenant, id); ok {
 		return rec, true
 	}
-	return c.readToken(ctx, tenant, id)
+	return c.readToken(ctx, tenant, id, c.local.epoch(tenant, id))
 }
 
 // GetOrLoad returns tenant's token id from the cache, or else from load,
 // whose result it caches. Concurrent calls for the same token share one
-// lookup and at most one load; they get the same Record, whose slices and
-// pointers they must treat as read-only.
+// lookup and at most one load, but a call never shares one that had begun
+// when it arrived (see flights): what it returns was read after it began.
+// Callers get the same Record, whose slices and pointers they must treat
+// as read-only.
+//
+// The Record holds what a token read shows and no more (see shown): no
+// stored result body or status, no payload digest, no intent id, whether
+// it came from the cache or from load. Replays read those from Postgres.
 //
 // A token in a terminal state, once read, is also kept in process (see
 // Config.LocalTTL) and served from there without a call to Redis; the
@@ -35,36 +42,69 @@ func (c *Cache) Get(ctx context.Context, tenant, id string) (rec token.Record, o
 // load without touching Redis.
 func (c *Cache) GetOrLoad(ctx context.Context, tenant, id string, load func(context.Context) (token.Record, error)) (token.Record, error) {
 	if c.off() || !token.ValidID(id) {
-		return load(ctx)
+		rec, err := load(ctx)
+		return shown(rec), err
 	}
 	if rec, ok := c.localToken(tenant, id); ok {
 		return rec, nil
 	}
 	key := c.tokenKey(tenant, id)
 	return shared(ctx, &c.flights, key, func(ctx context.Context) (token.Record, error) {
-		if rec, ok := c.readToken(ctx, tenant, id); ok {
+		began, epoch := time.Now(), c.local.epoch(tenant, id)
+		if rec, ok := c.readToken(ctx, tenant, id, epoch); ok {
 			return rec, nil
 		}
 		rec, err := load(ctx)
 		if err != nil {
-			return rec, err
+			return shown(rec), err
 		}
-		c.fillToken(ctx, tenant, id, rec)
-		c.keep(tenant, id, rec)
+		rec = shown(rec)
+		if fresh(began, c.cfg.TokenTTL) {
+			c.fillToken(ctx, tenant, id, rec)
+		}
+		c.keep(tenant, id, rec, epoch)
 		return rec, nil
 	})
 }
 
+// fresh reports whether a read that began at began may still fill an entry
+// whose tombstones live ttl. A tombstone that must refuse the fill was
+// written after the commit the read's load missed, hence after began, and
+// lives ttl from then: a fill that reaches Redis within ttl of began meets
+// it. Half of ttl is left for the fill's own trip to Redis.
+func fresh(began time.Time, ttl time.Duration) bool {
+	return time.Since(began) < ttl/2
+}
+
+// shown returns rec with only what a token read shows (GET
+// /v1/tokens/{id}): no result body or status, which spends replay from
+// Postgres, no payload digest and no intent id. Neither Redis nor this
+// process's memory holds more than this.
+func shown(rec token.Record) token.Record {
+	rec.ResultBody, rec.ResultStatus, rec.PayloadDigest, rec.IntentID = nil, 0, nil, ""
+	return rec
+}
+
+// servable reports whether rec may be served or cached now: not once its
+// row may be purged (see purgeMargin).
+func (c *Cache) servable(rec token.Record) bool {
+	return c.now().Before(rec.RetainUntil.Add(-purgeMargin))
+}
+
 // fillToken caches rec, loaded as tenant's token id, unless a newer entry
-// or tombstone is there.
+// or tombstone is there. The entry lives no longer than the row is sure to.
 func (c *Cache) fillToken(ctx context.Context, tenant, id string, rec token.Record) {
 	v, ok := version(rec.State, rec.Generation)
 	// A record of another token would be served under this one's key.
 	if !ok || rec.Tenant != tenant || rec.ID != id {
 		return
 	}
-	if body, err := json.Marshal(rec); err == nil {
-		c.put(ctx, kindToken, c.tokenKey(tenant, id), v, body, c.cfg.TokenTTL)
+	ttl := min(c.cfg.TokenTTL, rec.RetainUntil.Add(-purgeMargin).Sub(c.now()))
+	if ttl <= 0 {
+		return
+	}
+	if body, err := json.Marshal(shown(rec)); err == nil {
+		c.put(ctx, kindToken, c.tokenKey(tenant, id), v, body, ttl)
 	}
 }
 
@@ -78,8 +118,12 @@ func (c *Cache) fillToken(ctx context.Context, tenant, id string, rec token.Reco
 // spend's consume.Response carries none). The tombstone then refuses every
 // entry until it expires: a few more misses rather than a stale read.
 //
-// Invalidate returns nothing: when Redis fails, the entry it meant to drop
-// stays until its TTL, the bound on staleness the cache is built on.
+// Call it before answering the request that made the change: a read that
+// begins after the tombstone is written cannot see the state from before
+// (see the package doc). Invalidate returns nothing: when Redis fails, the
+// entry it meant to drop may stay until its TTL for other processes, the
+// bound on staleness the cache is built on; this process skips Redis for
+// the token meanwhile.
 //
 // It drops this process's copy of a terminal token too. No change of a
 // token needs that (a terminal token does not change), and other
@@ -94,41 +138,58 @@ func (c *Cache) Invalidate(ctx context.Context, tenant, id string, state token.S
 	if !ok {
 		v = maxVersion
 	}
-	c.put(ctx, kindToken, c.tokenKey(tenant, id), v, nil, c.cfg.TokenTTL)
+	c.tombstone(ctx, kindToken, c.tokenKey(tenant, id), v, c.cfg.TokenTTL)
+	// Again, after the tombstone: a read that began before it may have
+	// found the old entry and must not keep it.
+	c.local.drop(tenant, id)
 }
 
-// readToken reads tenant's token id from Redis. Only a record of that
-// tenant and id, whose version matches its state and generation, is served;
-// anything else is garbage. A terminal record served is kept in process.
-func (c *Cache) readToken(ctx context.Context, tenant, id string) (token.Record, bool) {
+// readToken reads tenant's token id from Redis. Only an authentic record
+// of that tenant and id, whose version matches its state and generation,
+// is served; a forged entry is counted and logged, anything else is
+// garbage. A record whose row may be purged is not served. A terminal
+// record served is kept in process, unless a drop happened since epoch.
+func (c *Cache) readToken(ctx context.Context, tenant, id string, epoch uint64) (token.Record, bool) {
 	key := c.tokenKey(tenant, id)
+	if c.unsure.has(key) {
+		c.observe(kindToken, resultSkipped)
+		return token.Record{}, false
+	}
 	raw, ok := c.get(ctx, kindToken, key)
 	if !ok {
 		return token.Record{}, false
 	}
-	v, body, ok := decode(raw)
-	if ok && body == "" {
+	v, body, ok := c.unseal(key, raw)
+	if !ok {
+		c.forged(ctx, kindToken, key, raw)
+		return token.Record{}, false
+	}
+	if body == "" {
 		c.observe(kindToken, resultMiss) // a tombstone
 		return token.Record{}, false
 	}
 	var rec token.Record
-	if !ok || json.Unmarshal([]byte(body), &rec) != nil || rec.Tenant != tenant || rec.ID != id || !hasVersion(rec, v) {
+	if json.Unmarshal([]byte(body), &rec) != nil || rec.Tenant != tenant || rec.ID != id || !hasVersion(rec, v) {
 		c.garbage(ctx, kindToken, key, raw)
 		return token.Record{}, false
 	}
+	if !c.servable(rec) {
+		c.observe(kindToken, resultMiss)
+		return token.Record{}, false
+	}
 	c.observe(kindToken, resultHit)
-	c.keep(tenant, id, rec)
+	c.keep(tenant, id, rec, epoch)
 	return rec, true
 }
 
-// keep copies rec, read as tenant's token id, into the in-process layer if
-// it is terminal, but only while the breaker is closed. With Redis failing,
-// new lookups go to Postgres, as StatusDegraded says, and the copies held
-// from before are all a hit can come from; so hits resume only once Redis
-// answers again.
-func (c *Cache) keep(tenant, id string, rec token.Record) {
+// keep copies rec, read as tenant's token id by a read that began at
+// epoch, into the in-process layer if it is terminal, but only while the
+// breaker is closed. With Redis failing, new lookups go to Postgres, as
+// StatusDegraded says, and the copies held from before are all a hit can
+// come from; so hits resume only once Redis answers again.
+func (c *Cache) keep(tenant, id string, rec token.Record, epoch uint64) {
 	if c.breaker.current() == stateClosed {
-		c.local.put(tenant, id, rec)
+		c.local.put(tenant, id, rec, epoch)
 	}
 }
 
@@ -150,5 +211,5 @@ func hasVersion(rec token.Record, v int64) bool {
 // tokenKey is where tenant's token id is cached. The id has no colon (it
 // passed token.ValidID), so no tenant name can make two keys collide.
 func (c *Cache) tokenKey(tenant, id string) string {
-	return c.cfg.Prefix + "v1:tok:" + tenant + ":" + id
+	return c.cfg.Prefix + layout + "tok:" + tenant + ":" + id
 }

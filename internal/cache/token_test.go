@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tokend/tokend/token"
 )
@@ -193,37 +194,47 @@ func TestWriteOrder(t *testing.T) {
 }
 
 // TestGarbageIgnoredAndReplaced writes what no Cache writes where a token
-// entry goes, including another tenant's or another token's record: it
-// must be counted, never served, and replaced by the loaded row.
+// entry goes: values without a valid MAC (forged), and authentic entries
+// of another tenant's or another token's record (garbage). Each must be
+// counted, never served, and replaced by the loaded row.
 func TestGarbageIgnoredAndReplaced(t *testing.T) {
 	want := record("acme")
-	entryOf := func(r token.Record) string {
-		body, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
+	sealed := func(r token.Record, v int64) func(c *Cache, key string) string {
+		return func(c *Cache, key string) string {
+			body, err := json.Marshal(shown(r))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v < 0 {
+				v, _ = version(r.State, r.Generation)
+			}
+			return c.seal(key, v, body)
 		}
-		v, _ := version(r.State, r.Generation)
-		return encode(v, body)
 	}
+	plain := func(raw string) func(*Cache, string) string { return func(*Cache, string) string { return raw } }
 	otherTenant, otherID, badVersion := want, want, want
 	otherTenant.Tenant = "evil"
 	otherID.ID = token.NewID()
 	badVersion.Generation = 5
 
 	tests := []struct {
-		name string
-		raw  string // "" with hash set: a key of another type
-		hash bool
+		name   string
+		raw    func(c *Cache, key string) string // nil: a key of another type
+		result string
 	}{
-		{name: "not an entry", raw: "hello"},
-		{name: "empty", raw: ""},
-		{name: "bad json", raw: `3:{"Tenant":`},
-		{name: "json of another shape", raw: `0:[1,2,3]`},
-		{name: "high version, no record", raw: "9000000000:x"},
-		{name: "another tenant's record", raw: entryOf(otherTenant)},
-		{name: "another token's record", raw: entryOf(otherID)},
-		{name: "version disagrees with the record", raw: encode(0, []byte(entryOf(badVersion)[3:]))},
-		{name: "key of another type", hash: true},
+		{"not an entry", plain("hello"), resultForged},
+		{"empty", plain(""), resultForged},
+		{"bad json", plain(`3:{"Tenant":`), resultForged},
+		{"json of another shape", plain(`0:[1,2,3]`), resultForged},
+		{"high version, no record", plain("9000000000:x"), resultForged},
+		{"an unsealed record", func(c *Cache, key string) string {
+			body, _ := json.Marshal(want)
+			return "0::" + string(body)
+		}, resultForged},
+		{"another tenant's record", sealed(otherTenant, -1), resultGarbage},
+		{"another token's record", sealed(otherID, -1), resultGarbage},
+		{"version disagrees with the record", sealed(badVersion, 0), resultGarbage},
+		{"key of another type", nil, resultGarbage},
 	}
 	for _, b := range backends {
 		for _, tt := range tests {
@@ -232,10 +243,10 @@ func TestGarbageIgnoredAndReplaced(t *testing.T) {
 				c, obs := b.open(t, Config{})
 				key := c.tokenKey("acme", want.ID)
 				var err error
-				if tt.hash {
+				if tt.raw == nil {
 					err = c.rdb.HSet(ctx, key, "f", "v").Err()
 				} else {
-					err = c.rdb.Set(ctx, key, tt.raw, 0).Err()
+					err = c.rdb.Set(ctx, key, tt.raw(c, key), 0).Err()
 				}
 				if err != nil {
 					t.Fatal(err)
@@ -246,16 +257,16 @@ func TestGarbageIgnoredAndReplaced(t *testing.T) {
 				}
 				d := newDB(want)
 				got, err := c.GetOrLoad(ctx, "acme", want.ID, d.loader("acme", want.ID))
-				if err != nil || !reflect.DeepEqual(got, want) {
+				if err != nil || !reflect.DeepEqual(got, shown(want)) {
 					t.Fatalf("GetOrLoad = %+v, %v, want the loaded record", got, err)
 				}
-				if n := obs.count(kindToken, resultGarbage); n < 1 {
-					t.Errorf("garbage counted %d times, want at least 1", n)
+				if n := obs.count(kindToken, tt.result); n < 1 {
+					t.Errorf("%s counted %d times, want at least 1", tt.result, n)
 				}
 				if n := obs.count(kindToken, resultError); n != 0 {
 					t.Errorf("errors = %d, want 0: garbage is not a Redis failure", n)
 				}
-				if got, ok := c.Get(ctx, "acme", want.ID); !ok || !reflect.DeepEqual(got, want) {
+				if got, ok := c.Get(ctx, "acme", want.ID); !ok || !reflect.DeepEqual(got, shown(want)) {
 					t.Errorf("after the load Get = %+v, %v, want the loaded record in place of the garbage", got, ok)
 				}
 			})
@@ -351,5 +362,42 @@ func TestStampedeLoadsOnce(t *testing.T) {
 	}
 	if got := d.loads.Load(); got != 1 {
 		t.Errorf("loads = %d, want 1", got)
+	}
+}
+
+// TestLostInvalidationNotSeenHere: when the tombstone cannot be written,
+// Redis keeps the entry from before the change; this process must not
+// serve it, although Redis answers again right after.
+func TestLostInvalidationNotSeenHere(t *testing.T) {
+	ctx := context.Background()
+	c, mr, _ := openMini(t, Config{BreakerThreshold: 100, Timeout: 200 * time.Millisecond})
+	rec := record("acme")
+	d := newDB(rec)
+	if _, err := c.GetOrLoad(ctx, "acme", rec.ID, d.loader("acme", rec.ID)); err != nil {
+		t.Fatal(err)
+	}
+	changed := rec
+	changed.State, changed.Generation = token.Pending, 1
+	d.commit(changed)
+	mr.Close() // the invalidation is lost
+	c.Invalidate(ctx, "acme", rec.ID, changed.State, changed.Generation)
+	if err := mr.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := c.Get(ctx, "acme", rec.ID); ok {
+		t.Fatalf("Get after a lost invalidation = %s gen %d from Redis, want a miss", got.State, got.Generation)
+	}
+	got, err := c.GetOrLoad(ctx, "acme", rec.ID, d.loader("acme", rec.ID))
+	if err != nil || got.State != token.Pending {
+		t.Fatalf("GetOrLoad after a lost invalidation = %s, %v, want pending", got.State, err)
+	}
+	// The read's fill replaced the old entry for every process.
+	other, err := New(Config{URL: "redis://" + mr.Addr(), MACKey: c.macKey, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if got, ok := other.Get(ctx, "acme", rec.ID); !ok || got.State != token.Pending {
+		t.Fatalf("another process reads %s, %v, want the fill's pending", got.State, ok)
 	}
 }

@@ -54,6 +54,8 @@ type Metrics struct {
 	secretInURL *prometheus.CounterVec
 	// retiredKey counts refusals for a retired server key (retired.go).
 	retiredKey *prometheus.CounterVec
+	// cacheForged counts cache entries refused as forged or tampered.
+	cacheForged *prometheus.CounterVec
 }
 
 // New returns Metrics configured by cfg, on a registry of their own that
@@ -84,13 +86,14 @@ func New(cfg Config) (*Metrics, error) {
 		cacheOps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: "cache", Name: "operations_total",
 			Help: "Redis cache operations, by kind of entry and result. A lookup ends in hit, miss, " +
-				"garbage, error or skipped (breaker open); a failed write counts as error.",
+				"garbage, forged (failed authentication), error or skipped (breaker open, or a lost invalidation); a failed write counts as error.",
 		}, []string{"kind", "result"}),
 		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: namespace, Subsystem: "cache", Name: "breaker_state",
 			Help: "1 for the state the Redis circuit breaker is in (closed, open, half_open), 0 for the others.",
 		}, []string{"state"}),
 		secretInURL: newSecretInURL(),
+		cacheForged: newCacheForged(),
 	}
 	// Every series of a fixed set exists from the start, at zero, so that
 	// rate() and alerts see the first event.
@@ -111,11 +114,14 @@ func New(cfg Config) (*Metrics, error) {
 	for _, p := range urlParts {
 		m.secretInURL.WithLabelValues(p)
 	}
+	for _, k := range cacheKinds {
+		m.cacheForged.WithLabelValues(k)
+	}
 
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requests, m.duration, m.issues, m.spends, m.cacheOps, m.breaker,
+		m.requests, m.duration, m.issues, m.spends, m.cacheOps, m.breaker, m.cacheForged,
 		m.secretInURL,
 	)
 	m.retiredKey = newRetiredKeyRefusals()

@@ -91,6 +91,7 @@ func TestScrape(t *testing.T) {
 	m.ObserveCache(tenant, subject)
 	m.ObserveSecretInURL("query")
 	m.ObserveSecretInURL(secret)
+	m.ObserveCache("apikey", "forged")
 
 	// The cache, driven for real, reports to m.
 	mr := miniredis.RunT(t)
@@ -99,7 +100,7 @@ func TestScrape(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	rec := token.Record{Tenant: tenant, ID: tokenID, Subject: subject, State: token.Issued}
+	rec := token.Record{Tenant: tenant, ID: tokenID, Subject: subject, State: token.Issued, RetainUntil: time.Now().Add(time.Hour)}
 	for range 2 {
 		c.GetOrLoad(ctx, tenant, tokenID, func(context.Context) (token.Record, error) { return rec, nil })
 	}
@@ -115,7 +116,7 @@ func TestScrape(t *testing.T) {
 	for _, name := range []string{
 		"tokend_http_requests_total", "tokend_http_request_duration_seconds",
 		"tokend_issues_total", "tokend_spends_total",
-		"tokend_cache_operations_total", "tokend_cache_breaker_state", "tokend_secret_in_url_total",
+		"tokend_cache_operations_total", "tokend_cache_breaker_state", "tokend_cache_forged_total", "tokend_secret_in_url_total",
 		"tokend_db_pool_acquired_conns", "tokend_db_pool_max_conns", "tokend_db_pool_acquires_total",
 		"tokend_tokens_unresolved", "tokend_tokens_unresolved_oldest_age_seconds", "tokend_tokens_unresolved_errors_total",
 		"go_goroutines", "process_cpu_seconds_total",
@@ -157,6 +158,9 @@ func TestScrape(t *testing.T) {
 		{"tokend_cache_operations_total", map[string]string{"kind": "secret", "result": "miss"}, 1},
 		{"tokend_cache_operations_total", map[string]string{"kind": "apikey", "result": "miss"}, 1},
 		{"tokend_cache_operations_total", map[string]string{"kind": "other", "result": "other"}, 1},
+		{"tokend_cache_operations_total", map[string]string{"kind": "apikey", "result": "forged"}, 1},
+		{"tokend_cache_forged_total", map[string]string{"kind": "apikey"}, 1},
+		{"tokend_cache_forged_total", map[string]string{"kind": "token"}, 0},
 		{"tokend_cache_breaker_state", map[string]string{"state": "closed"}, 1},
 		{"tokend_cache_breaker_state", map[string]string{"state": "open"}, 0},
 		{"tokend_tokens_unresolved", map[string]string{"state": "pending"}, 3},
