@@ -27,7 +27,7 @@ func TestDemoOnlyWhenTurnedOn(t *testing.T) {
 	}
 	handlers := consume.NewRegistry()
 	ledger.Register(handlers)
-	spender, err := consume.New(consume.Config{Handlers: handlers})
+	spender, err := consume.New(consume.Config{Handlers: handlers, Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}
