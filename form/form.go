@@ -53,6 +53,10 @@ type Config struct {
 	// Default: a JSON object of the fields, each a string, or an array of
 	// strings when the field was sent more than once.
 	Payload func(fields url.Values) ([]byte, error)
+	// Changed, when set, is told of every token a submit moved, after the
+	// commit and before the submit is answered, so a cache in front of the
+	// same tokens can drop its copy (read-your-writes).
+	Changed func(ctx context.Context, tenant string, resp consume.Response)
 }
 
 // Validate reports whether c is usable.
@@ -81,6 +85,7 @@ type Protector struct {
 	pool       *pgxpool.Pool
 	issuer     *intent.Issuer
 	spender    *consume.Spender
+	changed    func(context.Context, string, consume.Response)
 	tenant     string
 	operation  string
 	ttlSeconds int
@@ -96,6 +101,7 @@ func New(cfg Config) (*Protector, error) {
 		pool:      cfg.Pool,
 		issuer:    cfg.Issuer,
 		spender:   cfg.Spender,
+		changed:   cfg.Changed,
 		tenant:    cfg.Tenant,
 		operation: cfg.Operation,
 		payload:   cfg.Payload,
@@ -174,7 +180,11 @@ func (p *Protector) Spend(r *http.Request, subject string) (Result, error) {
 	if req.Payload, err = p.payload(fields); err != nil {
 		return p.replay(ctx, req, err)
 	}
-	return p.result(p.spender.Spend(ctx, p.pool, req))
+	resp, err := p.spender.Spend(ctx, p.pool, req)
+	if err == nil && !resp.Replayed && p.changed != nil {
+		p.changed(ctx, p.tenant, resp)
+	}
+	return p.result(resp, err)
 }
 
 // replay answers a submit whose values Config.Payload refused. When an

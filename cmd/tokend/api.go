@@ -52,7 +52,11 @@ func newAPI(ctx context.Context, cfg serveConfig, pool *pgxpool.Pool, keys *toke
 	issuer := intent.NewIssuer(keys, intent.WithValidator(spender.Handlers()))
 	var demoApp *demo.App
 	if cfg.Demo {
-		if demoApp, err = demo.New(demo.Config{Pool: pool, Issuer: issuer, Spender: spender, SecretKey: cfg.SecretKey, Logger: log}); err != nil {
+		if demoApp, err = demo.New(demo.Config{Pool: pool, Issuer: issuer, Spender: spender, SecretKey: cfg.SecretKey, Logger: log,
+			Changed: func(ctx context.Context, tenant string, r consume.Response) {
+				c.Invalidate(ctx, tenant, r.TokenID, r.State, r.Generation)
+			},
+		}); err != nil {
 			release()
 			return nil, nil, err
 		}

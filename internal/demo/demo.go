@@ -2,6 +2,7 @@ package demo
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,6 +49,9 @@ type Config struct {
 	// those of each client address; over either, a page is answered 429.
 	// Zero means DefaultVisitorLimit and DefaultIPLimit.
 	VisitorLimit, IPLimit RateLimit
+	// Changed is form.Config.Changed for the top-up form: told of every
+	// token a submit moved, so the server's cache drops its copy.
+	Changed func(ctx context.Context, tenant string, resp consume.Response)
 }
 
 // Validate reports whether c is usable.
@@ -100,7 +104,7 @@ func New(cfg Config) (*App, error) {
 	a.topup, err = form.New(form.Config{
 		Pool: cfg.Pool, Issuer: cfg.Issuer, Spender: cfg.Spender,
 		Tenant: a.tenant, Operation: ledger.Credit, TTL: cfg.TTL,
-		Payload: creditPayload,
+		Payload: creditPayload, Changed: cfg.Changed,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
