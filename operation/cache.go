@@ -6,8 +6,13 @@ import (
 	"sync"
 )
 
-// maxCached bounds a Cache; past it, the cache starts over.
-const maxCached = 10_000
+// maxCached and maxCachedBytes bound a Cache, in entries and in the bytes
+// of its strings (a policy's ignored fields can be long); past either, the
+// cache starts over. Starting over costs one lookup per operation in use.
+const (
+	maxCached      = 10_000
+	maxCachedBytes = 4 << 20
+)
 
 // Cache keeps policies in process, so that issuing a token costs no policy
 // lookup. Its entries may be stale: whoever writes on the strength of one
@@ -18,8 +23,9 @@ const maxCached = 10_000
 // A Cache is safe for concurrent use. The zero value is not usable; call
 // NewCache.
 type Cache struct {
-	mu sync.RWMutex
-	m  map[cacheKey]Policy
+	mu    sync.RWMutex
+	m     map[cacheKey]Policy
+	bytes int // an estimate of what m holds
 }
 
 type cacheKey struct{ tenant, name string }
@@ -41,19 +47,33 @@ func (c *Cache) Get(ctx context.Context, q Querier, tenant, name string) (Policy
 	if err != nil {
 		return Policy{}, err
 	}
+	c.store(k, p)
+	return p, nil
+}
+
+func (c *Cache) store(k cacheKey, p Policy) {
+	size := policySize(k, p)
 	c.mu.Lock()
-	if len(c.m) >= maxCached {
+	defer c.mu.Unlock()
+	if old, ok := c.m[k]; ok {
+		c.bytes -= policySize(k, old)
+	}
+	if len(c.m) >= maxCached || c.bytes+size > maxCachedBytes {
 		clear(c.m)
+		c.bytes = 0
 	}
 	c.m[k] = clonePolicy(p)
-	c.mu.Unlock()
-	return p, nil
+	c.bytes += size
 }
 
 // Forget drops tenant's cached policy for operation name.
 func (c *Cache) Forget(tenant, name string) {
+	k := cacheKey{tenant, name}
 	c.mu.Lock()
-	delete(c.m, cacheKey{tenant, name})
+	if old, ok := c.m[k]; ok {
+		c.bytes -= policySize(k, old)
+		delete(c.m, k)
+	}
 	c.mu.Unlock()
 }
 
@@ -61,4 +81,14 @@ func (c *Cache) Forget(tenant, name string) {
 func clonePolicy(p Policy) Policy {
 	p.IgnoredFields = slices.Clone(p.IgnoredFields)
 	return p
+}
+
+// policySize estimates the bytes an entry holds: its strings and a fixed
+// allowance for the rest.
+func policySize(k cacheKey, p Policy) int {
+	n := 128 + len(k.tenant) + len(k.name) + len(p.Name) + len(p.OnLeaseExpiry) + len(p.Mode)
+	for _, f := range p.IgnoredFields {
+		n += 16 + len(f)
+	}
+	return n
 }
