@@ -212,7 +212,7 @@ type Purged struct {
 
 // Policy is an operation's declaration.
 type Policy struct {
-	Mode             string   `json:"mode"`            // atomic or lease
+	Mode             string   `json:"mode"`                      // atomic or lease
 	OnLeaseExpiry    string   `json:"on_lease_expiry,omitempty"` // unknown or takeover
 	LeaseSeconds     int      `json:"lease_seconds,omitempty"`
 	MaxTTLSeconds    int      `json:"max_ttl_seconds,omitempty"`

@@ -27,6 +27,8 @@ import (
 )
 
 var load = sync.OnceValues(func() (*spec, error) {
+	// The problem pages: checked as text, like text/plain.
+	openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.PlainBodyDecoder)
 	j, err := openapi.JSON()
 	if err != nil {
 		return nil, err
