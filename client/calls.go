@@ -289,15 +289,21 @@ func (c *Client) operation(ctx context.Context, method, name string, body any) (
 	return &out, nil
 }
 
+// OperationList is the tenant's declared operations.
+type OperationList struct {
+	Meta  `json:"-"`
+	Items []Operation `json:"items"`
+}
+
 // Operations lists the tenant's declared operations.
-func (c *Client) Operations(ctx context.Context) ([]Operation, error) {
-	var out struct {
-		Items []Operation `json:"items"`
-	}
-	if _, err := c.send(ctx, http.MethodGet, "/v1/admin/operations", nil, nil, &out); err != nil {
+func (c *Client) Operations(ctx context.Context) (*OperationList, error) {
+	var out OperationList
+	m, err := c.send(ctx, http.MethodGet, "/v1/admin/operations", nil, nil, &out)
+	if err != nil {
 		return nil, err
 	}
-	return out.Items, nil
+	out.Meta = m
+	return &out, nil
 }
 
 // Stats counts the tenant's tokens that wait for someone.

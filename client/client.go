@@ -111,7 +111,7 @@ type answer struct {
 }
 
 func (a answer) meta() Meta {
-	return Meta{Replayed: a.header.Get("Idempotent-Replayed") == "true", RequestID: a.header.Get("X-Request-Id")}
+	return Meta{Replayed: a.header.Get("Idempotent-Replayed") == "true", RequestID: a.header.Get("X-Request-Id"), Body: a.body}
 }
 
 // newCall marshals body once: every attempt sends these bytes.

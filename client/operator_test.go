@@ -25,7 +25,7 @@ func TestOperatorCalls(t *testing.T) {
 	if got, err := op.GetOperation(ctx, "pay.card"); err != nil || got.OnLeaseExpiry != "unknown" || len(got.IgnoredFields) != 1 {
 		t.Errorf("GetOperation = %+v, %v", got, err)
 	}
-	if ops, err := op.Operations(ctx); err != nil || len(ops) == 0 {
+	if ops, err := op.Operations(ctx); err != nil || len(ops.Items) == 0 {
 		t.Errorf("Operations = %+v, %v", ops, err)
 	}
 

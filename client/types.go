@@ -16,6 +16,9 @@ type Meta struct {
 	Replayed bool
 	// RequestID is the answer's X-Request-Id.
 	RequestID string
+	// Body is the answer's body as tokend sent it, for callers that keep
+	// or forward it byte for byte.
+	Body []byte
 }
 
 // State is a token's state.
