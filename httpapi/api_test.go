@@ -18,6 +18,7 @@ import (
 	"github.com/tokend/tokend/httpapi"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/apikey"
+	"github.com/tokend/tokend/internal/contract"
 	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/token"
@@ -26,13 +27,16 @@ import (
 // api is a Server on a fresh database, with a client and an operator key for
 // two tenants, acme and globex.
 type api struct {
-	t      *testing.T
-	pool   *pgxpool.Pool
-	cfg    httpapi.Config
-	srv    *httpapi.Server
-	log    *syncBuffer
-	keys   map[string]string // "acme/client" → secret
-	keyIDs map[string]string // "acme/client" → key id
+	t    *testing.T
+	pool *pgxpool.Pool
+	cfg  httpapi.Config
+	srv  *httpapi.Server
+	// handler is srv behind the contract check: every request a test sends
+	// through do, and its answer, must be what the OpenAPI document says.
+	handler http.Handler
+	log     *syncBuffer
+	keys    map[string]string // "acme/client" → secret
+	keyIDs  map[string]string // "acme/client" → key id
 }
 
 func newAPI(t *testing.T, configure ...func(*httpapi.Config)) *api {
@@ -66,6 +70,11 @@ func newAPIOn(t *testing.T, pool *pgxpool.Pool, configure ...func(*httpapi.Confi
 	if a.srv, err = httpapi.New(cfg); err != nil {
 		t.Fatal(err)
 	}
+	var opts []contract.Option
+	if len(cfg.Mounts) > 0 {
+		opts = append(opts, contract.SkipUndeclaredRoutes()) // the test's own routes
+	}
+	a.handler = contract.Handler(t, a.srv, opts...)
 	return a
 }
 
@@ -115,7 +124,7 @@ func (a *api) do(r request) response {
 		req.Header.Set("Authorization", "Bearer "+r.key)
 	}
 	rec := httptest.NewRecorder()
-	a.srv.ServeHTTP(rec, req)
+	a.handler.ServeHTTP(rec, req)
 	return response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
 }
 

@@ -113,7 +113,9 @@ func TestDeleteOperation(t *testing.T) {
 		t.Fatal("a refused DELETE removed the declaration")
 	}
 	// An issued token already past its expiry needs nothing.
-	a.exec(`UPDATE tokens SET state = 'consumed', result_status = 200, result_body = '{"done":true}', finished_at = now() WHERE id = $1`, tok.ID)
+	// The body a spend stores: later spends replay it, and it must be what the contract says.
+	stored := `{"token_id":"` + tok.ID + `","state":"consumed","result":{"done":true}}`
+	a.exec(`UPDATE tokens SET state = 'consumed', result_status = 200, result_body = convert_to($2, 'UTF8'), finished_at = now() WHERE id = $1`, tok.ID, stored)
 	old := a.issue(key, "order-2", `{"operation":"pay.card","subject":"u","ttl_seconds":300}`)
 	a.exec(`UPDATE tokens SET expires_at = now() - interval '1 second' WHERE id = $1`, old.ID)
 
@@ -130,7 +132,7 @@ func TestDeleteOperation(t *testing.T) {
 
 	// The finished token keeps its policy: its outcome still replays, and a
 	// retry of its issue still gets it. A new intent is refused.
-	if res := a.post(key, "/v1/tokens/consume", spend); res.status != http.StatusOK || string(res.body) != `{"done":true}` || res.header.Get("Idempotent-Replayed") != "true" {
+	if res := a.post(key, "/v1/tokens/consume", spend); res.status != http.StatusOK || string(res.body) != stored || res.header.Get("Idempotent-Replayed") != "true" {
 		t.Errorf("re-spend after DELETE = %d %s, want the stored outcome replayed", res.status, res.body)
 	}
 	if res := a.issueRaw("order-1", issueBody); res.status != http.StatusCreated || !strings.Contains(string(res.body), tok.ID) {

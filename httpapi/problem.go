@@ -26,7 +26,7 @@ import (
 // Problem is an RFC 9457 problem detail, the body of every error answer. It
 // is also an error, so a handler can pass one to Abort to answer with it as is.
 type Problem struct {
-	Type   string `json:"type"`  // default: derived from Code
+	Type   string `json:"type"`  // default: /problems/<code>, the page of Code
 	Title  string `json:"title"` // default: the status text
 	Status int    `json:"status"`
 	Detail string `json:"detail"`
@@ -38,8 +38,6 @@ type Problem struct {
 
 // Error returns the code and the detail.
 func (p *Problem) Error() string { return p.Code + ": " + p.Detail }
-
-const problemTypePrefix = "urn:tokend:problem:"
 
 // Abort answers c with the problem err maps to and stops the handler chain.
 // A *Problem is sent as is; the sentinel errors of tokend's packages

@@ -97,7 +97,7 @@ func TestRejectsBadRequests(t *testing.T) {
 				req.ContentLength = -1
 				req.Header.Set("Authorization", "Bearer "+tt.key)
 				rec := httptest.NewRecorder()
-				a.srv.ServeHTTP(rec, req)
+				a.handler.ServeHTTP(rec, req)
 				res = response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
 			} else {
 				res = a.do(request{method: tt.method, path: tt.path, key: tt.key, body: tt.body, header: tt.header})

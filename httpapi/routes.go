@@ -53,6 +53,8 @@ func (s *Server) routes(middleware []gin.HandlerFunc, mounts []Mount) *gin.Engin
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
+	e.GET("/openapi.json", s.openAPI)
+	e.GET("/problems/:code", s.problemPage)
 
 	client := e.Group("/v1", s.authenticated(apikey.Client))
 	client.POST("/tokens", s.issue)

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/url"
 	"strings"
+
+	"github.com/tokend/tokend/client"
 )
 
 // defaultURL is where tokend listens by default.
@@ -79,7 +81,7 @@ func (c *command) parse(args []string) ([]string, error) {
 }
 
 // client returns the API client the flags and the environment configure.
-func (c *command) client() (*client, error) {
+func (c *command) client() (*client.Client, error) {
 	raw := cmp.Or(c.url, c.getenv("TOKENCTL_URL"), defaultURL)
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
@@ -89,7 +91,7 @@ func (c *command) client() (*client, error) {
 	if key == "" {
 		return nil, usagef("TOKENCTL_KEY (or --key) is required: an operator API key, from `tokend keys create --role operator`")
 	}
-	return newClient(strings.TrimSuffix(u.String(), "/"), key), nil
+	return newClient(strings.TrimSuffix(u.String(), "/"), key)
 }
 
 // printJSON writes an answer of the API to stdout as it came, one per line.

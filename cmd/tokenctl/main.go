@@ -37,6 +37,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/tokend/tokend/client"
 )
 
 const usage = `usage: tokenctl <command> [arguments] [--url URL] [--key KEY] [--json]
@@ -93,7 +95,13 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	err := dispatch(ctx, args, &env{getenv: getenv, stdout: stdout, stderr: stderr})
 	code := exitCode(err)
-	if code != exitOK {
+	var p *client.Problem
+	switch {
+	case code == exitOK:
+	case errors.As(err, &p) && err == error(p):
+		// The API's words, and the id its log has them under.
+		fmt.Fprintf(stderr, "tokenctl: %s: %s (HTTP %d, request %s)\n", p.Code, p.Detail, p.Status, p.RequestID)
+	default:
 		fmt.Fprintf(stderr, "tokenctl: %v\n", err)
 	}
 	return code
@@ -134,7 +142,7 @@ func dispatch(ctx context.Context, args []string, e *env) error {
 func exitCode(err error) int {
 	var (
 		ue usageError
-		ae *apiError
+		ae *client.Problem
 	)
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):

@@ -3,8 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"strings"
+
+	"github.com/tokend/tokend/client"
 )
 
 const operationsUsage = `usage:
@@ -14,20 +15,6 @@ const operationsUsage = `usage:
   tokenctl operations get <name>
   tokenctl operations delete <name>
 `
-
-// policy is an operation's declaration. Name is the path's when putting, so
-// it is left out of the request.
-type policy struct {
-	Name             string   `json:"name,omitempty"`
-	Mode             string   `json:"mode,omitempty"`
-	OnLeaseExpiry    string   `json:"on_lease_expiry,omitempty"`
-	LeaseSeconds     int      `json:"lease_seconds,omitempty"`
-	MaxTTLSeconds    int      `json:"max_ttl_seconds,omitempty"`
-	RetentionSeconds int      `json:"retention_seconds,omitempty"`
-	IgnoredFields    []string `json:"ignored_fields,omitempty"`
-}
-
-func operationPath(name string) string { return "/v1/admin/operations/" + url.PathEscape(name) }
 
 func operationsCmd(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 {
@@ -54,7 +41,7 @@ func operationsCmd(ctx context.Context, e *env, args []string) error {
 func operationsPut(ctx context.Context, e *env, args []string) error {
 	c := e.newCommand("operations put", "operations put <name> [--mode atomic|lease] [--on-lease-expiry unknown|takeover] [--lease-seconds N] [--max-ttl-seconds N] [--retention-seconds N] [--ignored-fields a,b]", "name")
 	var (
-		p       policy
+		p       client.Policy
 		ignored string
 	)
 	c.fs.StringVar(&p.Mode, "mode", "", "atomic (a Go handler in the server runs the effect) or lease (the effect happens elsewhere); default atomic if the server has a handler for the operation, else lease")
@@ -76,11 +63,11 @@ func operationsPut(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	body, err := api.put(ctx, operationPath(names[0]), p)
+	op, err := api.PutOperation(ctx, names[0], p)
 	if err != nil {
 		return err
 	}
-	return c.printPolicy(body)
+	return c.printPolicy(op)
 }
 
 func operationsList(ctx context.Context, e *env, args []string) error {
@@ -92,18 +79,12 @@ func operationsList(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	body, err := api.get(ctx, "/v1/admin/operations")
+	list, err := api.Operations(ctx)
 	if err != nil {
 		return err
 	}
 	if c.json {
-		return c.printJSON(body)
-	}
-	var list struct {
-		Items []policy `json:"items"`
-	}
-	if err := decode(body, &list); err != nil {
-		return err
+		return c.printJSON(list.Body)
 	}
 	t := newTable(c.stdout)
 	t.row("NAME", "MODE", "ON_LEASE_EXPIRY", "LEASE_SECONDS", "MAX_TTL_SECONDS", "RETENTION_SECONDS", "IGNORED_FIELDS")
@@ -123,11 +104,11 @@ func operationsGet(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	body, err := api.get(ctx, operationPath(names[0]))
+	op, err := api.GetOperation(ctx, names[0])
 	if err != nil {
 		return err
 	}
-	return c.printPolicy(body)
+	return c.printPolicy(op)
 }
 
 // operationsDelete removes a declaration. The server refuses it for a
@@ -142,21 +123,17 @@ func operationsDelete(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	body, err := api.delete(ctx, operationPath(names[0]))
+	op, err := api.DeleteOperation(ctx, names[0])
 	if err != nil {
 		return err
 	}
-	return c.printPolicy(body)
+	return c.printPolicy(op)
 }
 
 // printPolicy prints an answer holding one operation's policy.
-func (c *command) printPolicy(body []byte) error {
+func (c *command) printPolicy(p *client.Operation) error {
 	if c.json {
-		return c.printJSON(body)
-	}
-	var p policy
-	if err := decode(body, &p); err != nil {
-		return err
+		return c.printJSON(p.Body)
 	}
 	t := newTable(c.stdout)
 	t.row("name", p.Name)

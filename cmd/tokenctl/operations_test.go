@@ -6,17 +6,19 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/tokend/tokend/client"
 )
 
 func TestOperations(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 
-	var put policy
+	var put client.Operation
 	r := f.okJSON(&put, "operations", "put", "pay.card", "--mode", "lease", "--on-lease-expiry", "takeover", "--lease-seconds", "60",
 		"--max-ttl-seconds", "120", "--retention-seconds", "30", "--ignored-fields", "trace_id, meta.request_id")
-	want := policy{Name: "pay.card", Mode: "lease", OnLeaseExpiry: "takeover", LeaseSeconds: 60, MaxTTLSeconds: 120, RetentionSeconds: 30,
-		IgnoredFields: []string{"trace_id", "meta.request_id"}}
+	want := client.Operation{Name: "pay.card", Policy: client.Policy{Mode: "lease", OnLeaseExpiry: "takeover", LeaseSeconds: 60, MaxTTLSeconds: 120, RetentionSeconds: 30,
+		IgnoredFields: []string{"trace_id", "meta.request_id"}}}
 	if !reflect.DeepEqual(put, want) {
 		t.Errorf("operations put = %+v\nwant %+v", put, want)
 	}
@@ -30,7 +32,7 @@ func TestOperations(t *testing.T) {
 	}
 
 	var list struct {
-		Items []policy `json:"items"`
+		Items []client.Operation `json:"items"`
 	}
 	f.okJSON(&list, "operations", "list")
 	var names []string
@@ -67,7 +69,7 @@ func TestOperations(t *testing.T) {
 func TestOperationsDelete(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	var put policy
+	var put client.Operation
 	f.okJSON(&put, "operations", "put", "pay.card") // no --mode: lease, as the server has no handler
 	if put.Mode != "lease" {
 		t.Fatalf("put without --mode declared %q, want lease", put.Mode)
@@ -79,7 +81,7 @@ func TestOperationsDelete(t *testing.T) {
 	f.fails(exitUsage, "", "operations", "delete")
 
 	f.ok("revoke", tok.ID, "--reason", "test")
-	var deleted policy
+	var deleted client.Operation
 	f.okJSON(&deleted, "operations", "delete", "pay.card")
 	if deleted.Name != "pay.card" || deleted.Mode != "lease" {
 		t.Errorf("operations delete = %+v, want the deleted pay.card", deleted)

@@ -21,18 +21,12 @@ func purgeCmd(ctx context.Context, e *env, args []string) error {
 	}
 	var total int64
 	for round := 1; ; round++ {
-		body, err := api.post(ctx, "/v1/admin/purge", nil)
+		r, err := api.Purge(ctx)
 		if err != nil && total > 0 {
 			// What was purged stays purged; say how much that was.
 			return fmt.Errorf("purge: stopped in round %d, %d purged: %w", round, total, err)
 		}
 		if err != nil {
-			return err
-		}
-		var r struct {
-			Purged int64 `json:"purged"`
-		}
-		if err := decode(body, &r); err != nil {
 			return err
 		}
 		if r.Purged == 0 {

@@ -17,21 +17,12 @@ func statsCmd(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	body, err := api.get(ctx, "/v1/admin/stats")
+	s, err := api.Stats(ctx)
 	if err != nil {
 		return err
 	}
 	if c.json {
-		return c.printJSON(body)
-	}
-	var s struct {
-		Pending                 int64 `json:"pending"`
-		Unknown                 int64 `json:"unknown"`
-		OldestPendingAgeSeconds int64 `json:"oldest_pending_age_seconds"`
-		OldestUnknownAgeSeconds int64 `json:"oldest_unknown_age_seconds"`
-	}
-	if err := decode(body, &s); err != nil {
-		return err
+		return c.printJSON(s.Body)
 	}
 	t := newTable(c.stdout)
 	t.row("pending", s.Pending)

@@ -6,6 +6,9 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
+
+	"github.com/tokend/tokend/client"
 )
 
 // table lays out rows in aligned columns; Flush writes them.
@@ -40,6 +43,16 @@ func cell(v any) string {
 	case *int:
 		if v != nil {
 			s = fmt.Sprint(*v)
+		}
+	case time.Time:
+		s = v.UTC().Format(timeFormat)
+	case *time.Time:
+		if v != nil {
+			s = v.UTC().Format(timeFormat)
+		}
+	case *client.State:
+		if v != nil {
+			s = string(*v)
 		}
 	case json.RawMessage:
 		if string(v) != "null" {

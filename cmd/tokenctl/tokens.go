@@ -4,45 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
-	"strconv"
+
+	"github.com/tokend/tokend/client"
 )
-
-// tokenRecord is a token as the operator routes answer with it. Events is
-// only in the answer to inspect.
-type tokenRecord struct {
-	ID             string          `json:"id"`
-	Tenant         string          `json:"tenant"`
-	Operation      string          `json:"operation"`
-	Subject        string          `json:"subject"`
-	IntentID       string          `json:"intent_id"`
-	State          string          `json:"state"`
-	Generation     int64           `json:"generation"`
-	OperationID    *string         `json:"operation_id"`
-	PayloadDigest  *string         `json:"payload_digest"`
-	CreatedAt      string          `json:"created_at"`
-	ExpiresAt      string          `json:"expires_at"`
-	RetainUntil    string          `json:"retain_until"`
-	LeaseExpiresAt *string         `json:"lease_expires_at"`
-	FinishedAt     *string         `json:"finished_at"`
-	ResultStatus   *int            `json:"result_status"`
-	ResultBody     json.RawMessage `json:"result_body"`
-	Events         []tokenEvent    `json:"events"`
-}
-
-// tokenEvent is one entry of a token's audit trail.
-type tokenEvent struct {
-	Seq        int64           `json:"seq"`
-	At         string          `json:"at"`
-	Actor      string          `json:"actor"`
-	Kind       string          `json:"kind"`
-	From       *string         `json:"from_state"`
-	To         string          `json:"to_state"`
-	Generation int64           `json:"generation"`
-	Detail     json.RawMessage `json:"detail"`
-}
-
-func tokenPath(id string) string { return "/v1/admin/tokens/" + url.PathEscape(id) }
 
 func inspectCmd(ctx context.Context, e *env, args []string) error {
 	c := e.newCommand("inspect", "inspect <id>", "id")
@@ -54,11 +18,11 @@ func inspectCmd(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	body, err := api.get(ctx, tokenPath(ids[0]))
+	d, err := api.Inspect(ctx, ids[0])
 	if err != nil {
 		return err
 	}
-	return c.printRecord(body)
+	return c.printRecord(d.Body, d.Record, d.Events)
 }
 
 func listCmd(ctx context.Context, e *env, args []string) error {
@@ -81,46 +45,33 @@ func listCmd(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	q := url.Values{}
-	for name, v := range map[string]string{"state": state, "operation": operation, "subject": subject} {
-		if v != "" {
-			q.Set(name, v)
-		}
-	}
-	if limit != 0 {
-		q.Set("limit", strconv.Itoa(limit)) // out of range, the API says why
-	}
-
+	// A limit out of range goes as it is: the API says why.
+	f := client.Filter{State: client.State(state), Operation: operation, Subject: subject, Limit: limit, Cursor: cursor}
 	type page struct {
 		Items      []json.RawMessage `json:"items"`
 		NextCursor *string           `json:"next_cursor"`
 	}
 	var (
-		items = []json.RawMessage{}
-		next  *string
+		items   = []json.RawMessage{}
+		records []client.Record
+		next    *string
 	)
-	for {
-		if cursor != "" {
-			q.Set("cursor", cursor)
-		}
-		body, err := api.get(ctx, "/v1/admin/tokens?"+q.Encode())
+	for p, err := range api.Pages(ctx, f) {
 		if err != nil {
 			return err
 		}
 		if c.json && !all {
-			return c.printJSON(body)
+			return c.printJSON(p.Body)
 		}
-		// A page of its own each time: decoding into the last one would
-		// reuse the memory of the items already kept.
-		var p page
-		if err := decode(body, &p); err != nil {
+		// The items as the API wrote them, for --json --all.
+		var raw page
+		if err := decode(p.Body, &raw); err != nil {
 			return err
 		}
-		items, next = append(items, p.Items...), p.NextCursor
-		if !all || next == nil {
+		items, records, next = append(items, raw.Items...), append(records, p.Items...), p.NextCursor
+		if !all {
 			break
 		}
-		cursor = *next
 	}
 	if c.json {
 		// Every page as one, the way the API would answer a page big enough.
@@ -133,11 +84,7 @@ func listCmd(ctx context.Context, e *env, args []string) error {
 
 	t := newTable(c.stdout)
 	t.row("ID", "STATE", "OPERATION", "SUBJECT", "GENERATION", "CREATED", "EXPIRES")
-	for _, it := range items {
-		var r tokenRecord
-		if err := decode(it, &r); err != nil {
-			return err
-		}
+	for _, r := range records {
 		t.row(r.ID, r.State, r.Operation, r.Subject, r.Generation, r.CreatedAt, r.ExpiresAt)
 	}
 	if err := t.Flush(); err != nil {
@@ -151,15 +98,13 @@ func listCmd(ctx context.Context, e *env, args []string) error {
 
 func revokeCmd(ctx context.Context, e *env, args []string) error {
 	c := e.newCommand("revoke", "revoke <id> --reason R", "id")
-	var req struct {
-		Reason string `json:"reason"`
-	}
-	c.fs.StringVar(&req.Reason, "reason", "", "why, for the audit trail (required)")
+	var reason string
+	c.fs.StringVar(&reason, "reason", "", "why, for the audit trail (required)")
 	ids, err := c.parse(args)
 	if err != nil {
 		return err
 	}
-	if req.Reason == "" {
+	if reason == "" {
 		c.fs.Usage()
 		return usagef("revoke: --reason is required")
 	}
@@ -167,21 +112,17 @@ func revokeCmd(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	body, err := api.post(ctx, tokenPath(ids[0])+"/revoke", req)
+	r, err := api.Revoke(ctx, ids[0], reason)
 	if err != nil {
 		return err
 	}
-	return c.printRecord(body)
+	return c.printRecord(r.Body, *r, nil)
 }
 
 func reconcileCmd(ctx context.Context, e *env, args []string) error {
 	c := e.newCommand("reconcile", "reconcile <id> --outcome succeeded|not_executed|failed [--status N] [--result JSON]", "id")
 	var (
-		req struct {
-			Outcome string          `json:"outcome"`
-			Status  int             `json:"status,omitempty"`
-			Result  json.RawMessage `json:"result,omitempty"`
-		}
+		req    client.Reconciliation
 		result string
 	)
 	c.fs.StringVar(&req.Outcome, "outcome", "", "what happened downstream: succeeded, not_executed or failed (required)")
@@ -205,22 +146,18 @@ func reconcileCmd(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	body, err := api.post(ctx, tokenPath(ids[0])+"/reconcile", req)
+	r, err := api.Reconcile(ctx, ids[0], req)
 	if err != nil {
 		return err
 	}
-	return c.printRecord(body)
+	return c.printRecord(r.Body, *r, nil)
 }
 
 // printRecord prints an answer holding one token: as it came with --json,
 // else as a list of fields followed by the audit trail, if it has one.
-func (c *command) printRecord(body []byte) error {
+func (c *command) printRecord(body []byte, r client.Record, events []client.Event) error {
 	if c.json {
 		return c.printJSON(body)
-	}
-	var r tokenRecord
-	if err := decode(body, &r); err != nil {
-		return err
 	}
 	t := newTable(c.stdout)
 	t.row("id", r.ID)
@@ -242,13 +179,13 @@ func (c *command) printRecord(body []byte) error {
 	if err := t.Flush(); err != nil {
 		return err
 	}
-	if r.Events == nil {
+	if events == nil {
 		return nil
 	}
 	fmt.Fprintln(c.stdout)
 	t = newTable(c.stdout)
 	t.row("SEQ", "AT", "ACTOR", "KIND", "FROM", "TO", "GENERATION", "DETAIL")
-	for _, ev := range r.Events {
+	for _, ev := range events {
 		t.row(ev.Seq, ev.At, ev.Actor, ev.Kind, ev.From, ev.To, ev.Generation, ev.Detail)
 	}
 	return t.Flush()

@@ -9,14 +9,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tokend/tokend/client"
 	"github.com/tokend/tokend/internal/proctest"
 	"github.com/tokend/tokend/token"
 )
 
 // page is the answer of list --json.
 type page struct {
-	Items      []tokenRecord `json:"items"`
-	NextCursor *string       `json:"next_cursor"`
+	Items      []client.TokenDetail `json:"items"`
+	NextCursor *string              `json:"next_cursor"`
 }
 
 // newestFirst orders token ids the way lists do: ids sort by creation time
@@ -28,7 +29,7 @@ func newestFirst(ids ...string) []string {
 	return ids
 }
 
-func ids(items []tokenRecord) []string {
+func ids(items []client.TokenDetail) []string {
 	var out []string
 	for _, it := range items {
 		out = append(out, it.ID)
@@ -44,7 +45,7 @@ func TestInspect(t *testing.T) {
 	f := newFixture(t)
 	tok := f.credit("order-1", "alice", true)
 
-	var got tokenRecord
+	var got client.TokenDetail
 	r := f.okJSON(&got, "inspect", tok.ID)
 	var kinds []string
 	for _, e := range got.Events {
@@ -154,12 +155,12 @@ func TestRevoke(t *testing.T) {
 		t.Fatalf("after a refused revoke the token is %s", s)
 	}
 
-	var got tokenRecord
+	var got client.TokenDetail
 	f.okJSON(&got, "revoke", tok.ID, "--reason", "fraud report #12")
 	if got.ID != tok.ID || got.State != "revoked" || got.FinishedAt == nil {
 		t.Errorf("revoke --json = %+v", got)
 	}
-	var detail tokenRecord
+	var detail client.TokenDetail
 	f.okJSON(&detail, "inspect", tok.ID)
 	if e := detail.Events[len(detail.Events)-1]; e.Kind != "revoke" || !strings.Contains(string(e.Detail), "fraud report #12") {
 		t.Errorf("revoke event = %+v, want the reason", e)
@@ -200,9 +201,9 @@ func TestReconcile(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tok := f.unknown(fmt.Sprint("pay-", i))
-			var got tokenRecord
+			var got client.TokenDetail
 			f.okJSON(&got, append([]string{"reconcile", tok.ID}, tt.args...)...)
-			if got.State != tt.state || (tt.status == 0) != (got.ResultStatus == nil) || got.ResultStatus != nil && *got.ResultStatus != tt.status {
+			if string(got.State) != tt.state || (tt.status == 0) != (got.ResultStatus == nil) || got.ResultStatus != nil && *got.ResultStatus != tt.status {
 				t.Errorf("reconcile = %+v, want %s with status %d", got, tt.state, tt.status)
 			}
 			status, body := f.spend(tok, "pay.card")

@@ -181,7 +181,7 @@ func ceilingTokend(checkAuth bool) http.Handler {
 		problem := func(status int, code string) {
 			w.Header().Set("Content-Type", "application/problem+json")
 			w.WriteHeader(status)
-			fmt.Fprintf(w, `{"type":"urn:tokend:problem:%s","title":%q,"status":%d,"detail":"x","code":%q}`, code, http.StatusText(status), status, code)
+			fmt.Fprintf(w, `{"type":"/problems/%s","title":%q,"status":%d,"detail":"x","code":%q}`, code, http.StatusText(status), status, code)
 		}
 		switch {
 		case r.URL.Path == "/healthz":

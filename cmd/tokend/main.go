@@ -29,6 +29,7 @@ const usage = `usage:
   tokend migrate [--database-url URL]
   tokend keys create --tenant T --role client|operator [--database-url URL]
   tokend keys revoke --tenant T --id key_… [--database-url URL]
+  tokend version
 
 environment (a flag overrides its variable):
   TOKEND_DATABASE_URL          Postgres URL (required)
@@ -93,6 +94,8 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 			return revokeKey(ctx, rest[1:], getenv, stderr)
 		}
 		return usageError{fmt.Errorf("keys %s: want create or revoke", rest[0])}
+	case "version", "--version":
+		return printVersion(stdout)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stderr, usage)
 		return nil
