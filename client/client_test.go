@@ -41,7 +41,7 @@ func newTokend(t *testing.T) *tokend {
 	}
 	handlers := consume.NewRegistry()
 	ledger.Register(handlers)
-	spender, err := consume.New(consume.Config{Handlers: handlers})
+	spender, err := consume.New(consume.Config{Handlers: handlers, Keys: keyring})
 	if err != nil {
 		t.Fatal(err)
 	}
