@@ -15,7 +15,7 @@ import (
 
 	"github.com/tokend/tokend/client"
 	"github.com/tokend/tokend/consume"
-	"github.com/tokend/tokend/httpapi"
+	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/contract"

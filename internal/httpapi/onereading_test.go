@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tokend/tokend/consume"
-	"github.com/tokend/tokend/httpapi"
+	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/jsonread"
 	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/token"

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tokend/tokend/httpapi"
+	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/pgtest"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokend/tokend/httpapi"
+	"github.com/tokend/tokend/internal/httpapi"
 )
 
 // An issued token past its expiry, by the database clock, is expired in

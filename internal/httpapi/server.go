@@ -8,6 +8,13 @@
 // Route groups kept elsewhere (operator tools, metrics, pages) join through
 // Config.Mounts and Config.Middleware; their handlers use Caller, Decode and
 // Abort to behave like the built-in ones.
+//
+// The package is internal on purpose, with cmd/tokend as its one user. Its
+// Config is built from tokend's plumbing (API keys, the caches, metrics), and
+// exporting those would freeze them as public API. A program that talks HTTP
+// to tokend uses the client package and the OpenAPI document. A program that
+// embeds tokend calls intent, consume, inspect, admin and form inside its own
+// transactions and serves its own routes.
 package httpapi
 
 import (

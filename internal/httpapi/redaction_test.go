@@ -11,7 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/tokend/tokend/httpapi"
+	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/logredact"
 	"github.com/tokend/tokend/internal/metrics"
 )

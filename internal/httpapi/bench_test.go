@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/tokend/tokend/consume"
-	"github.com/tokend/tokend/httpapi"
+	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/cache"

@@ -15,7 +15,7 @@ import (
 
 	"github.com/tokend/tokend/admin"
 	"github.com/tokend/tokend/consume"
-	"github.com/tokend/tokend/httpapi"
+	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/cache"
 	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/token"
