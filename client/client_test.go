@@ -15,10 +15,10 @@ import (
 
 	"github.com/tokend/tokend/client"
 	"github.com/tokend/tokend/consume"
-	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/contract"
+	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/token"

@@ -8,12 +8,12 @@ import (
 
 	"github.com/tokend/tokend/admin"
 	"github.com/tokend/tokend/consume"
-	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/cache"
 	"github.com/tokend/tokend/internal/console"
 	"github.com/tokend/tokend/internal/demo"
+	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/metrics"
 	"github.com/tokend/tokend/token"
 )

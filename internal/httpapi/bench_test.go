@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/tokend/tokend/consume"
-	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/cache"
+	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/token"
 )

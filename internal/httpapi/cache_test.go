@@ -15,8 +15,8 @@ import (
 
 	"github.com/tokend/tokend/admin"
 	"github.com/tokend/tokend/consume"
-	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/cache"
+	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/token"
 )

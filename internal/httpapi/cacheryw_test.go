@@ -16,8 +16,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/cache"
+	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/pgtest"
 )
 

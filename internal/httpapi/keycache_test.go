@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/apikey"
+	"github.com/tokend/tokend/internal/httpapi"
 )
 
 func TestKeyCacheRemembersOnlySuccesses(t *testing.T) {

@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/apikey"
+	"github.com/tokend/tokend/internal/httpapi"
 )
 
 func TestRateLimitPerKey(t *testing.T) {

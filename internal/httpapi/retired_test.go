@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/tokend/tokend/consume"
-	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/intent"
+	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/internal/metrics"
 	"github.com/tokend/tokend/internal/pgtest"

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/cache"
+	"github.com/tokend/tokend/internal/httpapi"
 )
 
 // watchRevocations wires apikey.Watch to the server as cmd/tokend does and

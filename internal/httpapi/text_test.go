@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/console"
 	"github.com/tokend/tokend/internal/demo"
+	"github.com/tokend/tokend/internal/httpapi"
 )
 
 // unstorable are strings Postgres cannot store in a text column: a NUL, and
