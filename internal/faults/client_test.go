@@ -4,23 +4,26 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	tokend "github.com/tokend/tokend/client"
 )
 
-// client is one API key talking to one tokend address.
+// client is one API key talking to one tokend address through the public
+// client package, with its retries off: the fault tests see every answer and
+// retry on their own terms (untilDefinitive).
 type client struct {
-	base string
-	key  string
-	hc   *http.Client
+	c *tokend.Client
 }
 
 func newClient(t testing.TB, base, key string) *client {
@@ -30,38 +33,40 @@ func newClient(t testing.TB, base, key string) *client {
 // newClientWith uses tr, whose idle connections are closed when t ends.
 func newClientWith(t testing.TB, base, key string, tr *http.Transport) *client {
 	t.Cleanup(tr.CloseIdleConnections)
-	return &client{base: base, key: key, hc: &http.Client{Transport: tr, Timeout: 15 * time.Second}}
+	c, err := tokend.New(base, key,
+		tokend.WithHTTPClient(&http.Client{Transport: tr, Timeout: 15 * time.Second}),
+		tokend.WithRetry(tokend.Retry{Attempts: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &client{c: c}
 }
 
 // response is one answer, or err when there was none (the connection failed,
 // was cut, or the request timed out).
 type response struct {
-	status int
-	header http.Header
-	body   []byte
-	err    error
+	status     int
+	problem    string // the problem code of an error answer
+	retryAfter string // the Retry-After of an error answer
+	replay     bool
+	body       []byte // a success's body as sent
+	err        error
 }
 
-func (c *client) do(ctx context.Context, method, path, body string, header ...string) response {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, strings.NewReader(body))
-	if err != nil {
+// answered is the response for a call's result (meta, status) or error.
+func answered(m tokend.Meta, status int, err error) response {
+	var p *tokend.Problem
+	switch {
+	case errors.As(err, &p):
+		r := response{status: p.Status, problem: p.Code, body: []byte(p.Error())}
+		if p.RetryAfter > 0 {
+			r.retryAfter = strconv.Itoa(p.RetryAfter)
+		}
+		return r
+	case err != nil:
 		return response{err: err}
 	}
-	req.Header.Set("Authorization", "Bearer "+c.key)
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return response{err: err}
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil { // an answer cut short is no answer
-		return response{err: err}
-	}
-	return response{status: resp.StatusCode, header: resp.Header, body: b}
+	return response{status: status, replay: m.Replayed, body: m.Body}
 }
 
 // intent is what a token is issued for and spent with.
@@ -79,13 +84,47 @@ func debit(account string, amount int) intent {
 }
 
 func (c *client) issue(ctx context.Context, intentID string, in intent) response {
-	body := fmt.Sprintf(`{"operation":%q,"subject":%q,"ttl_seconds":600,"payload":%s}`, in.operation, in.subject, in.payload)
-	return c.do(ctx, http.MethodPost, "/v1/tokens", body, "Idempotency-Key", intentID)
+	return c.issueTTL(ctx, intentID, in, 600)
+}
+
+func (c *client) issueTTL(ctx context.Context, intentID string, in intent, ttlSeconds int) response {
+	tok, err := c.c.Issue(ctx, tokend.IssueRequest{IntentID: intentID, Operation: in.operation,
+		Subject: in.subject, TTLSeconds: ttlSeconds, Payload: json.RawMessage(in.payload)})
+	if err != nil {
+		return answered(tokend.Meta{}, 0, err)
+	}
+	return answered(tok.Meta, http.StatusCreated, nil)
 }
 
 func (c *client) spend(ctx context.Context, secret string, in intent) response {
-	body := fmt.Sprintf(`{"token":%q,"operation":%q,"subject":%q,"payload":%s}`, secret, in.operation, in.subject, in.payload)
-	return c.do(ctx, http.MethodPost, "/v1/tokens/consume", body)
+	o, err := c.c.Spend(ctx, tokend.SpendRequest{Token: secret, Operation: in.operation,
+		Subject: in.subject, Payload: json.RawMessage(in.payload)})
+	if err != nil {
+		return answered(tokend.Meta{}, 0, err)
+	}
+	return answered(o.Meta, o.Status, nil)
+}
+
+// declare declares operation name with the policy p (JSON).
+func (c *client) declare(ctx context.Context, name, p string) response {
+	var pol tokend.Policy
+	if err := json.Unmarshal([]byte(p), &pol); err != nil {
+		return response{err: err}
+	}
+	op, err := c.c.PutOperation(ctx, name, pol)
+	if err != nil {
+		return answered(tokend.Meta{}, 0, err)
+	}
+	return answered(op.Meta, http.StatusOK, nil)
+}
+
+// complete reports a lease holder's success on token id.
+func (c *client) complete(ctx context.Context, id string, generation int64, result string) response {
+	rec, err := c.c.Complete(ctx, id, tokend.Report{Generation: generation, Result: json.RawMessage(result)})
+	if err != nil {
+		return answered(tokend.Meta{}, 0, err)
+	}
+	return answered(rec.Meta, http.StatusOK, nil)
 }
 
 // issueAll issues n tokens, the i-th for intent(i) with intent ID prefix-i,
@@ -140,13 +179,7 @@ func (r response) issued() (issued, error) {
 }
 
 // code is the problem code of an error answer.
-func (r response) code() string {
-	var p struct {
-		Code string `json:"code"`
-	}
-	_ = json.Unmarshal(r.body, &p)
-	return p.Code
-}
+func (r response) code() string { return r.problem }
 
 // state is the token state a spend answer reports.
 func (r response) state() string {
@@ -157,7 +190,7 @@ func (r response) state() string {
 	return s.State
 }
 
-func (r response) replayed() bool { return r.header.Get("Idempotent-Replayed") == "true" }
+func (r response) replayed() bool { return r.replay }
 
 func (r response) String() string {
 	if r.err != nil {
@@ -234,9 +267,7 @@ func untilDefinitive(ctx context.Context, send func(context.Context) response) (
 		sent := time.Now()
 		r := send(ctx)
 		a := attempt{sent: sent, at: time.Now(), class: classify(r)}
-		if r.header != nil {
-			a.retryAfter = r.header.Get("Retry-After")
-		}
+		a.retryAfter = r.retryAfter
 		attempts = append(attempts, a)
 		if !a.class.retryable() {
 			return r, attempts

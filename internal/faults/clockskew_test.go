@@ -186,7 +186,7 @@ func TestSkewedClocksAgree(t *testing.T) {
 		t.Run("lease/"+tc.policy, func(t *testing.T) {
 			name := "pay.skew." + tc.policy
 			decl := fmt.Sprintf(`{"mode":"lease","on_lease_expiry":%q,"lease_seconds":%d}`, tc.policy, minLease)
-			if r := operator.do(ctx, http.MethodPut, "/v1/admin/operations/"+name, decl); r.status != http.StatusOK {
+			if r := operator.declare(ctx, name, decl); r.status != http.StatusOK {
 				t.Fatalf("declare %s = %s", name, r)
 			}
 			in := intent{operation: name, subject: "bob", payload: "null"}
@@ -341,8 +341,7 @@ func (d *dbClock) token(ctx context.Context, t testing.TB, id string) dbToken {
 // mustIssueTTL is mustIssue with a ttl of ttlSeconds.
 func (c *client) mustIssueTTL(ctx context.Context, t testing.TB, intentID string, in intent, ttlSeconds int) issued {
 	t.Helper()
-	body := fmt.Sprintf(`{"operation":%q,"subject":%q,"ttl_seconds":%d,"payload":%s}`, in.operation, in.subject, ttlSeconds, in.payload)
-	tok, err := c.do(ctx, http.MethodPost, "/v1/tokens", body, "Idempotency-Key", intentID).issued()
+	tok, err := c.issueTTL(ctx, intentID, in, ttlSeconds).issued()
 	if err != nil {
 		t.Fatalf("issue %s: %v", intentID, err)
 	}
@@ -351,7 +350,7 @@ func (c *client) mustIssueTTL(ctx context.Context, t testing.TB, intentID string
 
 // retryAfter is an answer's Retry-After in seconds, or -1.
 func retryAfter(r response) int {
-	n, err := strconv.Atoi(r.header.Get("Retry-After"))
+	n, err := strconv.Atoi(r.retryAfter)
 	if err != nil {
 		return -1
 	}

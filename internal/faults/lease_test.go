@@ -75,10 +75,9 @@ func TestLeaseHolderDies(t *testing.T) {
 			}
 			name := "pay." + tc.policy
 			decl := fmt.Sprintf(`{"mode":"lease","on_lease_expiry":%q,"lease_seconds":300}`, tc.policy)
-			want("declare "+name, operator.do(ctx, http.MethodPut, "/v1/admin/operations/"+name, decl), answer{http.StatusOK, ""})
+			want("declare "+name, operator.declare(ctx, name, decl), answer{http.StatusOK, ""})
 			in := intent{operation: name, subject: "bob", payload: "null"}
 			tok := c.mustIssue(ctx, t, "order-"+tc.policy, in)
-			path := "/v1/tokens/" + tok.ID
 
 			// The holder is granted generation 1, then dies without a word.
 			r := c.spend(ctx, tok.Token, in)
@@ -90,7 +89,7 @@ func TestLeaseHolderDies(t *testing.T) {
 			// While its lease runs, the holder is presumed alive.
 			busy := c.spend(ctx, tok.Token, in)
 			want("spend during the lease", busy, answer{http.StatusConflict, "in_progress"})
-			if busy.header.Get("Retry-After") == "" {
+			if busy.retryAfter == "" {
 				t.Errorf("spend during the lease: 409 in_progress without Retry-After")
 			}
 
@@ -106,7 +105,7 @@ func TestLeaseHolderDies(t *testing.T) {
 				heir = &l
 			}
 
-			late := c.do(ctx, http.MethodPost, path+"/complete", `{"generation":1,"result":{"charge":"late"}}`)
+			late := c.complete(ctx, tok.ID, 1, `{"charge":"late"}`)
 			want("dead holder's late complete", late, tc.late)
 			if v := c.view(ctx, t, tok.ID); v.State != tc.stateAfterLate || v.Generation != tc.grants {
 				t.Fatalf("after the late report the token is %s generation %d, want %s generation %d",
@@ -116,13 +115,12 @@ func TestLeaseHolderDies(t *testing.T) {
 			if heir != nil {
 				// The new holder completes, and its answer is lost: it sends
 				// the same report again and is told the same, once recorded.
-				report := fmt.Sprintf(`{"generation":%d,"result":{"charge":"ch_1"}}`, heir.Generation)
-				done := c.do(ctx, http.MethodPost, path+"/complete", report)
+				done := c.complete(ctx, tok.ID, heir.Generation, `{"charge":"ch_1"}`)
 				recorded := fmt.Sprintf(`{"token_id":"%s","state":"consumed","generation":%d,"status":200}`, tok.ID, heir.Generation)
 				if done.answer() != (answer{http.StatusOK, ""}) || string(done.body) != recorded || done.replayed() {
 					t.Fatalf("new holder's complete = %s, want 200 %s", done, recorded)
 				}
-				again := c.do(ctx, http.MethodPost, path+"/complete", report)
+				again := c.complete(ctx, tok.ID, heir.Generation, `{"charge":"ch_1"}`)
 				if again.answer() != (answer{http.StatusOK, ""}) || !bytes.Equal(again.body, done.body) || !again.replayed() {
 					t.Fatalf("new holder's complete sent again = %s (replayed %v), want %s replayed", again, again.replayed(), done.body)
 				}
@@ -188,13 +186,13 @@ type tokenView struct {
 
 func (c *client) view(ctx context.Context, t testing.TB, id string) tokenView {
 	t.Helper()
-	r := c.do(ctx, http.MethodGet, "/v1/tokens/"+id, "")
-	var v tokenView
-	if r.status != http.StatusOK {
-		t.Fatalf("GET token %s = %s", id, r)
+	tok, err := c.c.Token(ctx, id)
+	if err != nil {
+		t.Fatalf("GET token %s: %v", id, err)
 	}
-	if err := json.Unmarshal(r.body, &v); err != nil {
-		t.Fatalf("GET token %s = %s: %v", id, r, err)
+	var v tokenView
+	if err := json.Unmarshal(tok.Body, &v); err != nil {
+		t.Fatalf("GET token %s = %s: %v", id, tok.Body, err)
 	}
 	return v
 }
