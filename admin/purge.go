@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -17,6 +18,9 @@ const DefaultBatchSize = 1000
 // name none, and of the sweeper's.
 const DefaultActor = "sweeper"
 
+// DefaultEventRetention is PurgeOptions.EventRetention's default.
+const DefaultEventRetention = 7 * 24 * time.Hour
+
 // PurgeOptions tunes a purge. The zero value is ready to use.
 type PurgeOptions struct {
 	// BatchSize is the most rows one statement moves or deletes, which bounds
@@ -28,9 +32,13 @@ type PurgeOptions struct {
 	// Progress, if set, is called after each batch that deleted tokens,
 	// with the number it deleted, so a long purge can be followed.
 	Progress func(purged int64)
-	// Actor is recorded on the events of the tokens the purge expires or
-	// parks as unknown. Empty means DefaultActor.
+	// Actor is recorded on the events of the tokens the purge expires,
+	// parks as unknown or deletes. Empty means DefaultActor.
 	Actor string
+	// EventRetention is how long an event is kept after it was written,
+	// once its token is purged and it has its feed position. Zero means
+	// DefaultEventRetention.
+	EventRetention time.Duration
 }
 
 // Validate reports whether o is usable.
@@ -40,6 +48,8 @@ func (o PurgeOptions) Validate() error {
 		return fmt.Errorf("%w: BatchSize %d is negative", ErrInvalidRequest, o.BatchSize)
 	case o.MaxBatches < 0:
 		return fmt.Errorf("%w: MaxBatches %d is negative", ErrInvalidRequest, o.MaxBatches)
+	case o.EventRetention < 0:
+		return fmt.Errorf("%w: EventRetention %v is negative", ErrInvalidRequest, o.EventRetention)
 	}
 	return nil
 }
@@ -51,8 +61,9 @@ func (o PurgeOptions) Validate() error {
 //     operation's policy is takeover, so that they are reported;
 //   - issued tokens past their expiry become expired;
 //   - consumed, failed, revoked and expired tokens whose retention has passed
-//     are deleted with their events, and their intents with them: the same
-//     intent ID then issues a new token.
+//     are deleted, and their intents with them: the same intent ID then
+//     issues a new token. Their events stay, with a last "purged" one;
+//   - events past the event retention whose token is gone are deleted.
 //
 // Pending and unknown tokens are never expired or deleted, however old.
 //
@@ -78,7 +89,7 @@ type scope struct {
 
 // counts is what a sweep did.
 type counts struct {
-	lapsed, expired, purged int64
+	lapsed, expired, purged, events int64
 }
 
 // sweep runs the steps of Purge on db, a pool or the sweeper's connection.
@@ -89,11 +100,14 @@ func sweep(ctx context.Context, db Querier, s scope, opts PurgeOptions) (counts,
 	}
 	opts.BatchSize = cmp.Or(opts.BatchSize, DefaultBatchSize)
 	opts.Actor = cmp.Or(opts.Actor, DefaultActor)
-	lapse, expire, del := lapseSQL, expireSQL, deleteSQL
+	opts.EventRetention = cmp.Or(opts.EventRetention, DefaultEventRetention)
+	lapse, expire, del, delEvents := lapseSQL, expireSQL, deleteSQL, deleteEventsSQL
 	args := []any{opts.BatchSize}
+	eventArgs := []any{opts.BatchSize, opts.EventRetention.Seconds()}
 	if s.one {
-		lapse, expire, del = lapseTenantSQL, expireTenantSQL, deleteTenantSQL
+		lapse, expire, del, delEvents = lapseTenantSQL, expireTenantSQL, deleteTenantSQL, deleteEventsTenantSQL
 		args = append(args, s.tenant)
+		eventArgs = append(eventArgs, s.tenant)
 	}
 	// Lapse and expire before deleting, so that a token expiring with no
 	// retention left goes in the same sweep.
@@ -105,8 +119,11 @@ func sweep(ctx context.Context, db Querier, s scope, opts PurgeOptions) (counts,
 	if c.expired, err = batches(ctx, db, opts, nil, expire, withActor...); err != nil {
 		return c, fmt.Errorf("admin: purge: expire: %w", err)
 	}
-	if c.purged, err = batches(ctx, db, opts, opts.Progress, del, args...); err != nil {
+	if c.purged, err = batches(ctx, db, opts, opts.Progress, del, withActor...); err != nil {
 		return c, fmt.Errorf("admin: purge: delete: %w", err)
+	}
+	if c.events, err = batches(ctx, db, opts, nil, delEvents, eventArgs...); err != nil {
+		return c, fmt.Errorf("admin: purge: delete events: %w", err)
 	}
 	return c, nil
 }

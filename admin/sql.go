@@ -24,8 +24,8 @@ WITH u AS (
     WHERE tenant_id = $1 AND id = $2 AND state = 'issued' AND expires_at > now()
     RETURNING ` + inspect.Columns + `
 ), ev AS (
-    INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation, detail)
-    SELECT tenant_id, id, $4, 'revoke', 'issued', 'revoked', generation,
+    INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation, detail)
+    SELECT tenant_id, id, operation, subject, $4, 'revoke', 'issued', 'revoked', generation,
            jsonb_build_object('reason', $3::text)
     FROM u
 )
@@ -41,8 +41,8 @@ WITH u AS (
     WHERE tenant_id = $1 AND id = $2 AND state = 'unknown'
     RETURNING ` + inspect.Columns + `
 ), ev AS (
-    INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation, detail)
-    SELECT tenant_id, id, $6, $7, 'unknown', $3, generation, jsonb_build_object('status', $4::integer)
+    INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation, outcome_status, detail)
+    SELECT tenant_id, id, operation, subject, $6, $7, 'unknown', $3, generation, result_status, jsonb_build_object('status', $4::integer)
     FROM u
 )
 SELECT ` + inspect.Columns + ` FROM u`
@@ -58,8 +58,8 @@ WITH u AS (
     WHERE tenant_id = $1 AND id = $2 AND state = 'unknown'
     RETURNING ` + inspect.Columns + `
 ), ev AS (
-    INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation)
-    SELECT tenant_id, id, $3, 'reconcile_not_executed', 'unknown', 'issued', generation FROM u
+    INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation)
+    SELECT tenant_id, id, operation, subject, $3, 'reconcile_not_executed', 'unknown', 'issued', generation FROM u
 )
 SELECT ` + inspect.Columns + ` FROM u`
 
@@ -86,10 +86,10 @@ WITH due AS (
     UPDATE tokens t SET state = 'unknown', lease_expires_at = NULL
     FROM due
     WHERE t.tenant_id = due.tenant_id AND t.id = due.id
-    RETURNING t.tenant_id, t.id, t.generation, due.lease_expires_at
+    RETURNING t.tenant_id, t.id, t.operation, t.subject, t.generation, due.lease_expires_at
 ), ev AS (
-    INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation, detail)
-    SELECT tenant_id, id, $2, 'lease_lapse', 'pending', 'unknown', generation,
+    INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation, detail)
+    SELECT tenant_id, id, operation, subject, $2, 'lease_lapse', 'pending', 'unknown', generation,
            jsonb_build_object('lease_expires_at', lease_expires_at)
     FROM u
 )
@@ -107,10 +107,10 @@ WITH due AS (
     UPDATE tokens t SET state = 'unknown', lease_expires_at = NULL
     FROM due
     WHERE t.tenant_id = due.tenant_id AND t.id = due.id
-    RETURNING t.tenant_id, t.id, t.generation, due.lease_expires_at
+    RETURNING t.tenant_id, t.id, t.operation, t.subject, t.generation, due.lease_expires_at
 ), ev AS (
-    INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation, detail)
-    SELECT tenant_id, id, $3, 'lease_lapse', 'pending', 'unknown', generation,
+    INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation, detail)
+    SELECT tenant_id, id, operation, subject, $3, 'lease_lapse', 'pending', 'unknown', generation,
            jsonb_build_object('lease_expires_at', lease_expires_at)
     FROM u
 )
@@ -130,10 +130,10 @@ WITH due AS (
     UPDATE tokens t SET state = 'expired', finished_at = t.expires_at
     FROM due
     WHERE t.tenant_id = due.tenant_id AND t.id = due.id
-    RETURNING t.tenant_id, t.id, t.generation
+    RETURNING t.tenant_id, t.id, t.operation, t.subject, t.generation
 ), ev AS (
-    INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation)
-    SELECT tenant_id, id, $2, 'expire', 'issued', 'expired', generation FROM u
+    INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation)
+    SELECT tenant_id, id, operation, subject, $2, 'expire', 'issued', 'expired', generation FROM u
 )
 SELECT count(*) FROM u`
 
@@ -147,16 +147,18 @@ WITH due AS (
     UPDATE tokens t SET state = 'expired', finished_at = t.expires_at
     FROM due
     WHERE t.tenant_id = due.tenant_id AND t.id = due.id
-    RETURNING t.tenant_id, t.id, t.generation
+    RETURNING t.tenant_id, t.id, t.operation, t.subject, t.generation
 ), ev AS (
-    INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation)
-    SELECT tenant_id, id, $3, 'expire', 'issued', 'expired', generation FROM u
+    INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation)
+    SELECT tenant_id, id, operation, subject, $3, 'expire', 'issued', 'expired', generation FROM u
 )
 SELECT count(*) FROM u`
 
-// deleteSQL purges terminal tokens whose retention has passed, with their
-// events. The states are listed rather than excluded so that a state added
-// later is kept until someone decides it may be purged.
+// deleteSQL purges terminal tokens whose retention has passed. Their events
+// stay, each with a last one saying the token was purged: consumers of the
+// feed and webhooks may not have read them yet, and events have a retention
+// of their own (deleteEventsSQL). The states are listed rather than excluded
+// so that a state added later is kept until someone decides it may be purged.
 const deleteSQL = `
 WITH due AS (
     SELECT tenant_id, id FROM tokens
@@ -166,10 +168,10 @@ WITH due AS (
 ), del AS (
     DELETE FROM tokens t USING due
     WHERE t.tenant_id = due.tenant_id AND t.id = due.id
-    RETURNING t.tenant_id, t.id
+    RETURNING t.tenant_id, t.id, t.operation, t.subject, t.state, t.generation
 ), ev AS (
-    DELETE FROM token_events e USING del
-    WHERE e.tenant_id = del.tenant_id AND e.token_id = del.id
+    INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation)
+    SELECT tenant_id, id, operation, subject, $2, 'purged', state, 'purged', generation FROM del
 )
 SELECT count(*) FROM del`
 
@@ -182,10 +184,42 @@ WITH due AS (
 ), del AS (
     DELETE FROM tokens t USING due
     WHERE t.tenant_id = due.tenant_id AND t.id = due.id
-    RETURNING t.tenant_id, t.id
+    RETURNING t.tenant_id, t.id, t.operation, t.subject, t.state, t.generation
 ), ev AS (
-    DELETE FROM token_events e USING del
-    WHERE e.tenant_id = del.tenant_id AND e.token_id = del.id
+    INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation)
+    SELECT tenant_id, id, operation, subject, $3, 'purged', state, 'purged', generation FROM del
+)
+SELECT count(*) FROM del`
+
+// deleteEventsSQL deletes events past the event retention ($2 seconds) whose
+// token is gone. Only positioned events go: one still waiting for its
+// position has not been offered to the feed yet. A live token keeps its
+// whole trail, which its operator record shows.
+const deleteEventsSQL = `
+WITH due AS (
+    SELECT e.tenant_id, e.token_id, e.seq FROM token_events e
+    WHERE e.pos IS NOT NULL AND e.at < now() - make_interval(secs => $2)
+      AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.tenant_id = e.tenant_id AND t.id = e.token_id)
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+), del AS (
+    DELETE FROM token_events e USING due
+    WHERE e.tenant_id = due.tenant_id AND e.token_id = due.token_id AND e.seq = due.seq
+    RETURNING 1
+)
+SELECT count(*) FROM del`
+
+const deleteEventsTenantSQL = `
+WITH due AS (
+    SELECT e.tenant_id, e.token_id, e.seq FROM token_events e
+    WHERE e.tenant_id = $3 AND e.pos IS NOT NULL AND e.at < now() - make_interval(secs => $2)
+      AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.tenant_id = e.tenant_id AND t.id = e.token_id)
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+), del AS (
+    DELETE FROM token_events e USING due
+    WHERE e.tenant_id = due.tenant_id AND e.token_id = due.token_id AND e.seq = due.seq
+    RETURNING 1
 )
 SELECT count(*) FROM del`
 

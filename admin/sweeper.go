@@ -32,6 +32,9 @@ type SweeperConfig struct {
 	Interval time.Duration
 	// BatchSize is PurgeOptions.BatchSize. Zero means DefaultBatchSize.
 	BatchSize int
+	// EventRetention is PurgeOptions.EventRetention. Zero means
+	// DefaultEventRetention.
+	EventRetention time.Duration
 	// Logger receives a line for each sweep that changed something and for
 	// each that failed. Nil means slog.Default().
 	Logger *slog.Logger
@@ -46,6 +49,8 @@ func (c SweeperConfig) Validate() error {
 		return fmt.Errorf("admin: SweeperConfig.Interval %v is negative", c.Interval)
 	case c.BatchSize < 0:
 		return fmt.Errorf("admin: SweeperConfig.BatchSize %d is negative", c.BatchSize)
+	case c.EventRetention < 0:
+		return fmt.Errorf("admin: SweeperConfig.EventRetention %v is negative", c.EventRetention)
 	}
 	return nil
 }
@@ -71,7 +76,8 @@ func NewSweeper(cfg SweeperConfig) (*Sweeper, error) {
 	return &Sweeper{
 		pool:     cfg.Pool,
 		interval: cmp.Or(cfg.Interval, DefaultSweepInterval),
-		opts:     PurgeOptions{BatchSize: cmp.Or(cfg.BatchSize, DefaultBatchSize), Actor: DefaultActor},
+		opts:     PurgeOptions{BatchSize: cmp.Or(cfg.BatchSize, DefaultBatchSize), Actor: DefaultActor,
+			EventRetention: cmp.Or(cfg.EventRetention, DefaultEventRetention)},
 		logger:   cmp.Or(cfg.Logger, slog.Default()),
 	}, nil
 }

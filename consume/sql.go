@@ -25,20 +25,20 @@ WITH u AS (
     SET state = $3, result_status = $4, result_body = $5, finished_at = now(),
         retain_until = greatest(retain_until, now() + make_interval(secs => retention_seconds))
     WHERE tenant_id = $1 AND id = $2
-    RETURNING tenant_id, id, generation
+    RETURNING tenant_id, id, operation, subject, generation, result_status
 )
-INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation)
-SELECT tenant_id, id, $6, $7, $8, $3, generation FROM u`
+INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation, outcome_status)
+SELECT tenant_id, id, operation, subject, $6, $7, $8, $3, generation, result_status FROM u`
 
 // lapseSQL parks a pending token whose lease ran out, for an operator.
 const lapseSQL = `
 WITH u AS (
     UPDATE tokens SET state = 'unknown', lease_expires_at = NULL
     WHERE tenant_id = $1 AND id = $2
-    RETURNING tenant_id, id, generation
+    RETURNING tenant_id, id, operation, subject, generation
 )
-INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation)
-SELECT tenant_id, id, $3, 'lease_lapse', 'pending', 'unknown', generation FROM u`
+INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation)
+SELECT tenant_id, id, operation, subject, $3, 'lease_lapse', 'pending', 'unknown', generation FROM u`
 
 // leaseSQL grants a new generation and lease; an existing operation id is kept.
 const leaseSQL = `
@@ -48,10 +48,10 @@ WITH u AS (
         lease_expires_at = now() + make_interval(secs => $3::integer),
         operation_id = coalesce(operation_id, $4)
     WHERE tenant_id = $1 AND id = $2
-    RETURNING tenant_id, id, generation, lease_expires_at, operation_id
+    RETURNING tenant_id, id, operation, subject, generation, lease_expires_at, operation_id
 ), ev AS (
-    INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation, detail)
-    SELECT tenant_id, id, $5, $6, $7, 'pending', generation,
+    INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation, detail)
+    SELECT tenant_id, id, operation, subject, $5, $6, $7, 'pending', generation,
            jsonb_build_object('lease_expires_at', lease_expires_at, 'operation_id', operation_id)
     FROM u
 )
@@ -64,20 +64,20 @@ WITH u AS (
     SET state = $4, result_status = $5, result_body = $6, finished_at = now(), lease_expires_at = NULL,
         retain_until = greatest(retain_until, now() + make_interval(secs => retention_seconds))
     WHERE tenant_id = $1 AND id = $2 AND state = 'pending' AND generation = $3
-    RETURNING tenant_id, id, generation
+    RETURNING tenant_id, id, operation, subject, generation, result_status
 )
-INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation)
-SELECT tenant_id, id, $7, $8, 'pending', $4, generation FROM u`
+INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation, outcome_status)
+SELECT tenant_id, id, operation, subject, $7, $8, 'pending', $4, generation, result_status FROM u`
 
 // reportUnknownSQL parks a pending token for an operator.
 const reportUnknownSQL = `
 WITH u AS (
     UPDATE tokens SET state = 'unknown', lease_expires_at = NULL
     WHERE tenant_id = $1 AND id = $2 AND state = 'pending' AND generation = $3
-    RETURNING tenant_id, id, generation
+    RETURNING tenant_id, id, operation, subject, generation
 )
-INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation)
-SELECT tenant_id, id, $4, 'report_unknown', 'pending', 'unknown', generation FROM u`
+INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation)
+SELECT tenant_id, id, operation, subject, $4, 'report_unknown', 'pending', 'unknown', generation FROM u`
 
 // reportStateSQL tells why a report changed nothing: the token's standing,
 // whether it was ever leased (the first lease sets operation_id, and nothing

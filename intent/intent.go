@@ -366,7 +366,7 @@ func (is *Issuer) resolve(ctx context.Context, tx pgx.Tx, c *candidate) (Issued,
 		case err != nil:
 			return Issued{}, fmt.Errorf("intent: read existing: %w", err)
 		case e.forgotten:
-			if _, err := tx.Exec(ctx, forgetSQL, c.req.Tenant, e.rec.ID); err != nil {
+			if _, err := tx.Exec(ctx, forgetSQL, c.req.Tenant, e.rec.ID, c.req.Actor); err != nil {
 				return Issued{}, fmt.Errorf("intent: forget expired intent: %w", err)
 			}
 		case !e.same(c.req, c.policy.IgnoredFields, c.fingerprint):

@@ -28,10 +28,10 @@ WITH pol AS (
            $15, $16, $17, $18
     FROM pol WHERE pol.current
     ON CONFLICT (tenant_id, operation, intent_id) DO NOTHING
-    RETURNING tenant_id, id, created_at, expires_at, retain_until
+    RETURNING tenant_id, id, operation, subject, created_at, expires_at, retain_until
 ), ev AS (
-    INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation)
-    SELECT tenant_id, id, $13, 'issued', NULL, 'issued', 0 FROM ins
+    INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation)
+    SELECT tenant_id, id, operation, subject, $13, 'issued', NULL, 'issued', 0 FROM ins
 )
 SELECT pol.current, ins.created_at, ins.expires_at, ins.retain_until FROM pol LEFT JOIN ins ON true`
 
@@ -57,5 +57,9 @@ const replaySQL = existingColumns
 
 // forgetSQL purges a token whose intent retention has passed.
 const forgetSQL = `
-WITH del AS (DELETE FROM tokens WHERE tenant_id = $1 AND id = $2 RETURNING tenant_id, id)
-DELETE FROM token_events e USING del WHERE e.tenant_id = del.tenant_id AND e.token_id = del.id`
+WITH del AS (
+    DELETE FROM tokens WHERE tenant_id = $1 AND id = $2
+    RETURNING tenant_id, id, operation, subject, state, generation
+)
+INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation)
+SELECT tenant_id, id, operation, subject, $3, 'purged', state, 'purged', generation FROM del`

@@ -55,6 +55,7 @@ type serveConfig struct {
 	ShutdownTimeout time.Duration // TOKEND_SHUTDOWN_TIMEOUT or --shutdown-timeout; default defaultShutdownTimeout
 	RateLimit       float64       // TOKEND_RATE_LIMIT or --rate-limit, requests/s per API key, 0 for none; default defaultRateLimit
 	SweepInterval   time.Duration // TOKEND_SWEEP_INTERVAL or --sweep-interval; default admin.DefaultSweepInterval
+	EventRetention  time.Duration // TOKEND_EVENT_RETENTION or --event-retention; default admin.DefaultEventRetention
 	// DebugListen, when set (TOKEND_DEBUG_LISTEN or --debug-listen), serves
 	// Go's profiler at /debug/pprof/ on a listener of its own, so it is
 	// never reachable through the API's address. Default: off.
@@ -84,6 +85,8 @@ func (c *serveConfig) bind(fs *flag.FlagSet, env envFlags) {
 	env["rate-limit"] = "TOKEND_RATE_LIMIT"
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", admin.DefaultSweepInterval, "how often to expire and purge tokens past their retention (env TOKEND_SWEEP_INTERVAL)")
 	env["sweep-interval"] = "TOKEND_SWEEP_INTERVAL"
+	fs.DurationVar(&c.EventRetention, "event-retention", admin.DefaultEventRetention, "how long token events are kept once their token is purged, for the feed and webhooks (env TOKEND_EVENT_RETENTION)")
+	env["event-retention"] = "TOKEND_EVENT_RETENTION"
 	fs.StringVar(&c.DebugListen, "debug-listen", "", "address for /debug/pprof/, off when empty; keep it on loopback (env TOKEND_DEBUG_LISTEN)")
 	env["debug-listen"] = "TOKEND_DEBUG_LISTEN"
 	fs.BoolVar(&c.Demo, "demo", false, "serve the demo app under /demo, where anyone may sign in; never on a production server (env TOKEND_DEMO=1)")
@@ -133,6 +136,9 @@ func (c serveConfig) Validate() error {
 	}
 	if c.SweepInterval <= 0 {
 		return fmt.Errorf("TOKEND_SWEEP_INTERVAL %s: want a positive duration, e.g. 1m", c.SweepInterval)
+	}
+	if c.EventRetention <= 0 {
+		return fmt.Errorf("TOKEND_EVENT_RETENTION %s: want a positive duration, e.g. 168h", c.EventRetention)
 	}
 	if c.RateLimit < 0 {
 		return fmt.Errorf("TOKEND_RATE_LIMIT %g: want requests per second, or 0 for no limit", c.RateLimit)

@@ -71,7 +71,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return err
 	}
 	defer closeAPI()
-	stopSweeper, err := startSweeper(ctx, pool, cfg.SweepInterval, log)
+	stopSweeper, err := startSweeper(ctx, pool, cfg.SweepInterval, cfg.EventRetention, log)
 	if err != nil {
 		return err
 	}

@@ -13,8 +13,8 @@ import (
 // startSweeper runs the retention sweeper on pool every interval until ctx
 // ends or stop is called. stop returns once the sweeper has given back its
 // connection and its lock, so that the pool may be closed after it.
-func startSweeper(ctx context.Context, pool *pgxpool.Pool, interval time.Duration, log *slog.Logger) (stop func(), err error) {
-	s, err := admin.NewSweeper(admin.SweeperConfig{Pool: pool, Interval: interval, Logger: log})
+func startSweeper(ctx context.Context, pool *pgxpool.Pool, interval, eventRetention time.Duration, log *slog.Logger) (stop func(), err error) {
+	s, err := admin.NewSweeper(admin.SweeperConfig{Pool: pool, Interval: interval, EventRetention: eventRetention, Logger: log})
 	if err != nil {
 		return nil, err
 	}

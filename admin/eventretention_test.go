@@ -1,0 +1,71 @@
+package admin
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	feed "github.com/tokend/tokend/event"
+	"github.com/tokend/tokend/token"
+)
+
+// TestPurgeKeepsEventsUntilTheirRetention: a purged token's events stay
+// while they are within the event retention or have no feed position yet,
+// and go once both have passed; a live token keeps its whole trail.
+func TestPurgeKeepsEventsUntilTheirRetention(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	gone := e.tokenIn(tenant, token.Revoked).Token.ID
+	live := e.tokenIn(tenant, token.Issued).Token.ID
+	e.age(gone)
+	if n, err := Purge(ctx, e.pool, PurgeOptions{}); err != nil || n != 1 {
+		t.Fatalf("Purge = %d, %v; want 1", n, err)
+	}
+	trail := func(id string) int64 {
+		return e.count(`SELECT count(*) FROM token_events WHERE tenant_id = $1 AND token_id = $2`, tenant, id)
+	}
+	kept := trail(gone)
+	if kept < 2 {
+		t.Fatalf("purged token has %d events, want its trail and a purged one", kept)
+	}
+	e.exec(`UPDATE token_events SET at = now() - interval '8 days'`)
+
+	// Past retention but without a feed position: not offered yet, kept.
+	if _, err := Purge(ctx, e.pool, PurgeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := trail(gone); n != kept {
+		t.Fatalf("events without a position: %d left, want %d kept", n, kept)
+	}
+
+	// Positioned: a retention longer than their age keeps them...
+	deadline := time.Now().Add(30 * time.Second)
+	for e.count(`SELECT count(*) FROM token_events WHERE pos IS NULL`) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("events never got a feed position")
+		}
+		if _, err := feed.Position(ctx, e.pool, tenant); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := Purge(ctx, e.pool, PurgeOptions{EventRetention: 30 * 24 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if n := trail(gone); n != kept {
+		t.Fatalf("within a 30-day retention: %d events left, want %d", n, kept)
+	}
+	// ...and the default retention (7 days) deletes them, but not the live
+	// token's.
+	liveTrail := trail(live)
+	if _, err := Purge(ctx, e.pool, PurgeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := trail(gone); n != 0 {
+		t.Errorf("past retention: %d events of the purged token left, want 0", n)
+	}
+	if n := trail(live); n != liveTrail || n == 0 {
+		t.Errorf("live token: %d events left, want its %d", n, liveTrail)
+	}
+}

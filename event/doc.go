@@ -1,0 +1,34 @@
+// Package event is tokend's transactional outbox and the feed that reads it.
+//
+// Every state change of a token writes an event in the same transaction as
+// the change (the audit trail is the outbox), so an event exists exactly when
+// its change committed. Other systems read a tenant's events with [Read]
+// (over HTTP: GET /v1/events) or receive them as webhooks, and deduplicate
+// them by [Event.ID] in their own transaction.
+//
+// # Positions
+//
+// A feed read by a sequence number taken when the event was written would
+// skip events: a transaction that took seq 10 and commits after one that
+// took seq 11 has its event appear below a cursor a reader already moved past.
+// So events get their feed position after commit. [Position] hands out
+// positions, under a lock on the tenant's feed head, to the events whose
+// transactions are settled: older than the oldest transaction still running
+// (pg_snapshot_xmin). No event can appear later below that horizon, so a
+// position once handed out is never preceded by a new one. Positions are
+// given in write order (seq), which is taken after the token's row lock, so
+// one token's events keep the order in which they happened, and they are
+// consecutive per tenant: 1, 2, 3, and so on.
+//
+// An event waits for its position as long as the oldest transaction running
+// on the Postgres server, in any of its databases (transaction ids are
+// server-wide), so a long transaction anywhere delays the feed, but never
+// makes it skip.
+//
+// # Retention
+//
+// Purging a token does not purge its events: it writes a last "purged" one.
+// Events are deleted by the sweeper once their token is gone, they have a
+// position, and they are older than the event retention
+// (admin.DefaultEventRetention, TOKEND_EVENT_RETENTION).
+package event
