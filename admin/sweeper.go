@@ -76,9 +76,9 @@ func NewSweeper(cfg SweeperConfig) (*Sweeper, error) {
 	return &Sweeper{
 		pool:     cfg.Pool,
 		interval: cmp.Or(cfg.Interval, DefaultSweepInterval),
-		opts:     PurgeOptions{BatchSize: cmp.Or(cfg.BatchSize, DefaultBatchSize), Actor: DefaultActor,
+		opts: PurgeOptions{BatchSize: cmp.Or(cfg.BatchSize, DefaultBatchSize), Actor: DefaultActor,
 			EventRetention: cmp.Or(cfg.EventRetention, DefaultEventRetention)},
-		logger:   cmp.Or(cfg.Logger, slog.Default()),
+		logger: cmp.Or(cfg.Logger, slog.Default()),
 	}, nil
 }
 
