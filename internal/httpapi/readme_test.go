@@ -30,7 +30,7 @@ func statusByName() map[string]int {
 // The README's error table lists every status and code the API can send.
 func TestReadmeListsEveryProblem(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

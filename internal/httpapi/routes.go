@@ -63,6 +63,7 @@ func (s *Server) routes(middleware []gin.HandlerFunc, mounts []Mount) *gin.Engin
 	client.POST("/tokens/:id/fail", s.fail)
 	client.POST("/tokens/:id/unknown", s.reportUnknown)
 	client.GET("/tokens/:id", s.getToken)
+	client.GET("/events", s.listEvents)
 	client.GET("/ledger/accounts/:account", s.getAccount)
 
 	operator := e.Group("/v1/admin", s.authenticated(apikey.Operator))

@@ -1,0 +1,134 @@
+package httpapi_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/tokend/tokend/internal/apikey"
+)
+
+type feedPage struct {
+	Items []struct {
+		ID            string  `json:"id"`
+		Position      int64   `json:"position"`
+		Type          string  `json:"type"`
+		TokenID       string  `json:"token_id"`
+		Operation     string  `json:"operation"`
+		Subject       string  `json:"subject"`
+		Actor         string  `json:"actor"`
+		Generation    int64   `json:"generation"`
+		At            string  `json:"at"`
+		From          *string `json:"from_state"`
+		To            string  `json:"to_state"`
+		OutcomeStatus *int    `json:"outcome_status"`
+	} `json:"items"`
+	NextCursor string `json:"next_cursor"`
+}
+
+// readFeed follows key's feed from the start until it holds want events.
+func (a *api) readFeed(t *testing.T, key string, want int) feedPage {
+	t.Helper()
+	var all feedPage
+	cursor := "0"
+	deadline := time.Now().Add(30 * time.Second)
+	for len(all.Items) < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("feed: %d of %d events after 30s: %+v", len(all.Items), want, all.Items)
+		}
+		res := a.get(key, "/v1/events?limit=2&after="+cursor)
+		if res.status != http.StatusOK {
+			t.Fatalf("GET /v1/events = %d %s", res.status, res.body)
+		}
+		var p feedPage
+		mustUnmarshal(t, res.body, &p)
+		all.Items = append(all.Items, p.Items...)
+		cursor = p.NextCursor
+		if len(p.Items) == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	all.NextCursor = cursor
+	return all
+}
+
+// TestEventFeed: the state changes of a tenant's tokens come out of
+// GET /v1/events with what happened, to which token, and the stored status,
+// each once; another tenant sees none of them.
+func TestEventFeed(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	key := a.client()
+	tok := a.issue(key, "order-1", `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":300,"payload":{"account":"acc_1","amount":5}}`)
+	spend := fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"user-1","payload":{"account":"acc_1","amount":5}}`, tok.Token)
+	if res := a.post(key, "/v1/tokens/consume", spend); res.status != http.StatusOK {
+		t.Fatalf("spend = %d %s", res.status, res.body)
+	}
+	a.post(key, "/v1/tokens/consume", spend) // a replay changes nothing
+
+	feed := a.readFeed(t, key, 2)
+	if len(feed.Items) != 2 {
+		t.Fatalf("feed = %+v, want 2 events", feed.Items)
+	}
+	issued, spent := feed.Items[0], feed.Items[1]
+	if issued.Type != "issued" || issued.From != nil || issued.To != "issued" || issued.TokenID != tok.ID ||
+		issued.Operation != "ledger.credit" || issued.Subject != "user-1" || issued.Position != 1 {
+		t.Errorf("first event = %+v, want the issue of %s at position 1", issued, tok.ID)
+	}
+	if spent.Type != "spend" || spent.From == nil || *spent.From != "issued" || spent.To != "consumed" ||
+		spent.OutcomeStatus == nil || *spent.OutcomeStatus != http.StatusOK || spent.Position != 2 || spent.ID == issued.ID {
+		t.Errorf("second event = %+v, want the spend, 200 stored, at position 2", spent)
+	}
+	if feed.NextCursor != "2" {
+		t.Errorf("next_cursor = %q, want 2", feed.NextCursor)
+	}
+	// Past the end: nothing, and the same cursor to keep.
+	res := a.get(key, "/v1/events?after=2")
+	var end feedPage
+	mustUnmarshal(t, res.body, &end)
+	if res.status != http.StatusOK || len(end.Items) != 0 || end.NextCursor != "2" {
+		t.Errorf("read past the end = %d %s, want no events and cursor 2", res.status, res.body)
+	}
+	// Another tenant's feed is its own.
+	res = a.get(a.key("other", apikey.Client), "/v1/events")
+	var other feedPage
+	mustUnmarshal(t, res.body, &other)
+	if res.status != http.StatusOK || len(other.Items) != 0 {
+		t.Errorf("another tenant's feed = %d %s, want empty", res.status, res.body)
+	}
+}
+
+// TestEventFeedLongPoll: with wait, a read with nothing new answers once an
+// event comes, not after the whole wait.
+func TestEventFeedLongPoll(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	key := a.client()
+	got := make(chan response, 1)
+	go func() { got <- a.get(key, "/v1/events?wait=30") }()
+	time.Sleep(300 * time.Millisecond)
+	a.issue(key, "order-1", `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":300,"payload":{"account":"acc_1","amount":5}}`)
+	select {
+	case res := <-got:
+		var p feedPage
+		mustUnmarshal(t, res.body, &p)
+		if res.status != http.StatusOK || len(p.Items) != 1 || p.Items[0].Type != "issued" {
+			t.Fatalf("long poll = %d %s, want the issue", res.status, res.body)
+		}
+	case <-time.After(25 * time.Second):
+		t.Fatal("the long poll did not answer when the event came")
+	}
+}
+
+func TestEventFeedRefusesBadQueries(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	for _, q := range []string{"after=-1", "after=abc", "after=1.5", "limit=0", "limit=1001", "limit=x",
+		"wait=31", "wait=-1", "wait=1s", "cursor=1", "after=1&after=2"} {
+		wantProblem(t, a.get(a.client(), "/v1/events?"+q), http.StatusBadRequest, "invalid_request")
+	}
+	if res := a.get("", "/v1/events"); res.status != http.StatusUnauthorized {
+		t.Errorf("without a key = %d, want 401", res.status)
+	}
+}
