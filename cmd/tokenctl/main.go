@@ -58,8 +58,11 @@ commands:
   operations get <name>                 one operation's policy
   operations delete <name>              remove a declaration no unfinished token needs
   stats                                 pending and unknown tokens, and the oldest of each
+  events tail [--after CURSOR] [--follow]
+                                        the tenant's token events after a cursor, one a line;
+                                        --follow waits for new ones
 
-environment: TOKENCTL_URL (default http://127.0.0.1:8080), TOKENCTL_KEY (an operator key; required)
+environment: TOKENCTL_URL (default http://127.0.0.1:8080), TOKENCTL_KEY (an operator key, or a client key for events; required)
 exit status: 0 ok, 1 error, 2 usage, 3 not found, 4 conflict, 5 key refused
 `
 
@@ -116,6 +119,7 @@ var commands = map[string]func(ctx context.Context, e *env, args []string) error
 	"purge":      purgeCmd,
 	"operations": operationsCmd,
 	"stats":      statsCmd,
+	"events":     eventsCmd,
 }
 
 func dispatch(ctx context.Context, args []string, e *env) error {

@@ -1,0 +1,97 @@
+package client
+
+import (
+	"context"
+	"iter"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// FeedEvent is one state change of a token, as the event feed tells it.
+type FeedEvent struct {
+	// ID identifies the event for good: deduplicate deliveries by it.
+	ID string `json:"id"`
+	// Position is the event's place in the tenant's feed.
+	Position  int64  `json:"position"`
+	Type      string `json:"type"` // issued, spend, lease, complete, revoke, expire, purged, …
+	TokenID   string `json:"token_id"`
+	Operation string `json:"operation"`
+	Subject   string `json:"subject"`
+	Actor     string `json:"actor"`
+	From      *State `json:"from_state"` // nil for the issue
+	// To is the state after the change; "purged" when the token was deleted.
+	To            State     `json:"to_state"`
+	Generation    int64     `json:"generation"`
+	OutcomeStatus *int      `json:"outcome_status"` // the status of the outcome this change stored
+	At            time.Time `json:"at"`
+}
+
+// EventPage is one read of the event feed.
+type EventPage struct {
+	Meta  `json:"-"`
+	Items []FeedEvent `json:"items"`
+	// NextCursor is where the next read starts; the same cursor when the
+	// page is empty.
+	NextCursor string `json:"next_cursor"`
+}
+
+// EventsRequest is one read of the feed.
+type EventsRequest struct {
+	// After is a previous page's NextCursor; empty starts from the first
+	// event kept.
+	After string
+	// Limit is the page size; zero is the server's default (100).
+	Limit int
+	// Wait, when set, lets the server wait that long (at most 30 s) for an
+	// event when there is none yet, in whole seconds.
+	Wait time.Duration
+}
+
+// Events reads one page of the tenant's token lifecycle events: each event
+// once, in feed order, none skipped, whatever order the changes committed in.
+func (c *Client) Events(ctx context.Context, r EventsRequest) (*EventPage, error) {
+	q := url.Values{}
+	if r.After != "" {
+		q.Set("after", r.After)
+	}
+	if r.Limit > 0 {
+		q.Set("limit", strconv.Itoa(r.Limit))
+	}
+	if r.Wait > 0 {
+		q.Set("wait", strconv.Itoa(int(r.Wait/time.Second)))
+	}
+	var out EventPage
+	m, err := c.send(ctx, http.MethodGet, "/v1/events", q, nil, &out)
+	if err != nil {
+		return nil, err
+	}
+	out.Meta = m
+	return &out, nil
+}
+
+// followWait is how long each read of Follow lets the server wait.
+const followWait = 20 * time.Second
+
+// Follow iterates over the tenant's events after the cursor after, waiting
+// for new ones, until ctx ends or a read fails (it yields the error and
+// stops). Keep the Position of the last event handled, as a cursor
+// (strconv.FormatInt), to resume where it left off.
+func (c *Client) Follow(ctx context.Context, after string) iter.Seq2[FeedEvent, error] {
+	return func(yield func(FeedEvent, error) bool) {
+		for {
+			p, err := c.Events(ctx, EventsRequest{After: after, Wait: followWait})
+			if err != nil {
+				yield(FeedEvent{}, err)
+				return
+			}
+			for _, e := range p.Items {
+				if !yield(e, nil) {
+					return
+				}
+			}
+			after = p.NextCursor
+		}
+	}
+}

@@ -1,0 +1,58 @@
+package client_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/tokend/tokend/client"
+)
+
+// TestFollowSeesEveryChange: Follow hands over each state change of a lease
+// once, in order, waiting for the ones that come later.
+func TestFollowSeesEveryChange(t *testing.T) {
+	t.Parallel()
+	srv := newTokend(t)
+	leaseOp(t, srv)
+	c := newClient(t, srv.url, srv.client, &wire{})
+	ctx, cancel := contextWithTimeout(t, time.Minute)
+	defer cancel()
+
+	tok, lease := leased(t, c, "order-1")
+	want := []struct {
+		typ string
+		to  client.State
+	}{{"issued", client.Issued}, {"lease", client.Pending}, {"complete", client.Consumed}}
+	var got []client.FeedEvent
+	for e, err := range c.Follow(ctx, "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, e)
+		if len(got) == 2 {
+			// Completed after the feed has been read up to here: Follow
+			// waits for it.
+			if _, err := lease.Complete(ctx, 0, map[string]string{"charge": "ch_1"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(got) == len(want) {
+			break
+		}
+	}
+	for i, e := range got {
+		if e.Type != want[i].typ || e.To != want[i].to || e.TokenID != tok.ID || e.Position != int64(i+1) {
+			t.Errorf("event %d = %+v, want %s to %s of %s at %d", i, e, want[i].typ, want[i].to, tok.ID, i+1)
+		}
+	}
+	if s := got[2].OutcomeStatus; s == nil || *s != http.StatusOK {
+		t.Errorf("complete's outcome status = %v, want 200", s)
+	}
+	page, err := c.Events(ctx, client.EventsRequest{After: "3"})
+	if err != nil || len(page.Items) != 0 || page.NextCursor != "3" {
+		t.Errorf("Events after the last = %+v, %v; want none, cursor 3", page, err)
+	}
+	if _, err := c.Events(ctx, client.EventsRequest{After: "x"}); err == nil {
+		t.Error("Events with a bad cursor: no error")
+	}
+}
