@@ -39,6 +39,7 @@ environment (a flag overrides its variable):
   TOKEND_REDIS_URL             serve, keys revoke: Redis of the lookup cache (optional)
   TOKEND_RATE_LIMIT            serve: requests per second per API key, 0 for none (default 1000)
   TOKEND_SWEEP_INTERVAL        serve: how often the sweeper runs (default 1m)
+  TOKEND_EVENT_RETENTION       serve: how long events outlive their purged token (default 168h)
   TOKEND_SHUTDOWN_TIMEOUT      serve: how long in-flight requests may finish after SIGTERM (default 15s)
   TOKEND_DEBUG_LISTEN          serve: address of Go's profiler, /debug/pprof/; keep it on loopback (default off)
   TOKEND_DEMO                  serve: 1 serves the demo app under /demo, where anyone may sign in (default off)
