@@ -17,6 +17,7 @@ require (
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/standard-webhooks/standard-webhooks/libraries v1.3.0
 	golang.org/x/sync v0.23.0
 	golang.org/x/time v0.16.0
 	gonum.org/v1/plot v0.17.0
