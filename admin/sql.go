@@ -193,13 +193,18 @@ SELECT count(*) FROM del`
 
 // deleteEventsSQL deletes events past the event retention ($2 seconds) whose
 // token is gone. Only positioned events go: one still waiting for its
-// position has not been offered to the feed yet. A live token keeps its
-// whole trail, which its operator record shows.
+// position has not been offered to the feed yet; nor do events a webhook
+// delivery still owes, or that an enabled endpoint has yet to be offered.
+// A live token keeps its whole trail, which its operator record shows.
 const deleteEventsSQL = `
 WITH due AS (
     SELECT e.tenant_id, e.token_id, e.seq FROM token_events e
     WHERE e.pos IS NOT NULL AND e.at < now() - make_interval(secs => $2)
       AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.tenant_id = e.tenant_id AND t.id = e.token_id)
+      AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d
+                      WHERE d.tenant_id = e.tenant_id AND d.pos = e.pos AND d.state = 'pending')
+      AND NOT EXISTS (SELECT 1 FROM webhook_endpoints w
+                      WHERE w.tenant_id = e.tenant_id AND w.enabled AND w.feed_pos < e.pos)
     LIMIT $1
     FOR UPDATE SKIP LOCKED
 ), del AS (
@@ -214,6 +219,10 @@ WITH due AS (
     SELECT e.tenant_id, e.token_id, e.seq FROM token_events e
     WHERE e.tenant_id = $3 AND e.pos IS NOT NULL AND e.at < now() - make_interval(secs => $2)
       AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.tenant_id = e.tenant_id AND t.id = e.token_id)
+      AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d
+                      WHERE d.tenant_id = e.tenant_id AND d.pos = e.pos AND d.state = 'pending')
+      AND NOT EXISTS (SELECT 1 FROM webhook_endpoints w
+                      WHERE w.tenant_id = e.tenant_id AND w.enabled AND w.feed_pos < e.pos)
     LIMIT $1
     FOR UPDATE SKIP LOCKED
 ), del AS (

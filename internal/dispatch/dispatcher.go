@@ -1,0 +1,301 @@
+package dispatch
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tokend/tokend/event"
+	"github.com/tokend/tokend/token"
+	"github.com/tokend/tokend/webhook"
+)
+
+// Defaults of Config.
+const (
+	DefaultInterval     = 500 * time.Millisecond
+	DefaultTimeout      = 10 * time.Second
+	DefaultLease        = 30 * time.Second
+	DefaultMaxAge       = 24 * time.Hour
+	DefaultDisableAfter = 72 * time.Hour
+	DefaultBackoffBase  = time.Second
+	DefaultBackoffMax   = time.Hour
+	DefaultBatch        = 32
+)
+
+// Config configures a Dispatcher.
+type Config struct {
+	Pool *pgxpool.Pool  // required
+	Keys *token.Keyring // required: endpoints' secrets are derived from it
+	// Interval is the pause between rounds that found nothing to do.
+	// Defaults to 500 ms.
+	Interval time.Duration
+	// Timeout bounds each attempt. Defaults to 10 s.
+	Timeout time.Duration
+	// Lease is how long a claimed delivery is this dispatcher's; it must
+	// outlast Timeout. Defaults to 30 s.
+	Lease time.Duration
+	// MaxAge is how long a delivery is tried before it fails for good.
+	// Defaults to 24 h.
+	MaxAge time.Duration
+	// DisableAfter disables an endpoint whose every attempt has failed for
+	// this long. Defaults to 72 h.
+	DisableAfter time.Duration
+	// BackoffBase and BackoffMax bound the wait after a failed attempt: the
+	// base doubled per attempt, up to the max, with full jitter. Default
+	// 1 s and 1 h.
+	BackoffBase, BackoffMax time.Duration
+	// Batch is the most deliveries claimed at once. Defaults to 32.
+	Batch int
+	// AllowedHosts, when not empty, are the only hosts deliveries go to.
+	AllowedHosts []string
+	Logger       *slog.Logger // defaults to slog.Default()
+}
+
+// Validate reports whether c is usable.
+func (c Config) Validate() error {
+	switch {
+	case c.Pool == nil || c.Keys == nil:
+		return errors.New("dispatch: Config.Pool and Config.Keys are required")
+	case c.Interval < 0, c.Timeout < 0, c.Lease < 0, c.MaxAge < 0, c.DisableAfter < 0, c.BackoffBase < 0, c.BackoffMax < 0, c.Batch < 0:
+		return errors.New("dispatch: Config durations and Batch must not be negative")
+	case cmp.Or(c.Lease, DefaultLease) <= cmp.Or(c.Timeout, DefaultTimeout):
+		return fmt.Errorf("dispatch: Lease %v must outlast Timeout %v", cmp.Or(c.Lease, DefaultLease), cmp.Or(c.Timeout, DefaultTimeout))
+	}
+	return nil
+}
+
+// Dispatcher delivers events to webhook endpoints.
+type Dispatcher struct {
+	cfg      Config
+	log      *slog.Logger
+	send     *sender
+	attempts *prometheus.CounterVec
+}
+
+// New returns a Dispatcher configured by cfg.
+func New(cfg Config) (*Dispatcher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Interval = cmp.Or(cfg.Interval, DefaultInterval)
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
+	cfg.Lease = cmp.Or(cfg.Lease, DefaultLease)
+	cfg.MaxAge = cmp.Or(cfg.MaxAge, DefaultMaxAge)
+	cfg.DisableAfter = cmp.Or(cfg.DisableAfter, DefaultDisableAfter)
+	cfg.BackoffBase = cmp.Or(cfg.BackoffBase, DefaultBackoffBase)
+	cfg.BackoffMax = cmp.Or(cfg.BackoffMax, DefaultBackoffMax)
+	cfg.Batch = cmp.Or(cfg.Batch, DefaultBatch)
+	for i, h := range cfg.AllowedHosts {
+		cfg.AllowedHosts[i] = strings.ToLower(h)
+	}
+	d := &Dispatcher{
+		cfg:  cfg,
+		log:  cmp.Or(cfg.Logger, slog.Default()),
+		send: newSender(cfg.Timeout, cfg.AllowedHosts),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "tokend", Subsystem: "webhook", Name: "attempts_total",
+			Help: "Webhook delivery attempts, by result: delivered, refused (a non-2xx answer) or error (no answer).",
+		}, []string{"result"}),
+	}
+	for _, r := range []string{"delivered", "refused", "error"} {
+		d.attempts.WithLabelValues(r)
+	}
+	return d, nil
+}
+
+// Run delivers until ctx ends, and returns ctx's error.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	for {
+		n, err := d.Round(ctx)
+		if err != nil && ctx.Err() == nil {
+			d.log.Error("webhooks: dispatch round", "err", err)
+		}
+		wait := d.cfg.Interval
+		if n > 0 {
+			wait = 0 // more may be due right now
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// Round runs one round (position, fan out, claim and send) and answers how
+// many deliveries it attempted.
+func (d *Dispatcher) Round(ctx context.Context) (int, error) {
+	if err := d.fanOut(ctx); err != nil {
+		return 0, err
+	}
+	claimed, err := d.claim(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var wg sync.WaitGroup
+	for _, c := range claimed {
+		wg.Go(func() { d.deliver(ctx, c) })
+	}
+	wg.Wait()
+	return len(claimed), nil
+}
+
+func (d *Dispatcher) fanOut(ctx context.Context) error {
+	rows, err := d.cfg.Pool.Query(ctx, tenantsSQL)
+	if err != nil {
+		return fmt.Errorf("webhooks: tenants: %w", err)
+	}
+	tenants, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("webhooks: tenants: %w", err)
+	}
+	for _, t := range tenants {
+		if _, err := event.Position(ctx, d.cfg.Pool, t); err != nil {
+			return err
+		}
+	}
+	for {
+		var seen, offered int64
+		if err := d.cfg.Pool.QueryRow(ctx, fanOutSQL, 1000).Scan(&seen, &offered); err != nil {
+			return fmt.Errorf("webhooks: fan out: %w", err)
+		}
+		if seen == 0 {
+			return nil
+		}
+	}
+}
+
+// claimed is a delivery this dispatcher holds the lease of.
+type claimed struct {
+	tenant, endpoint, url string
+	pos                   int64
+	attempt               int
+	nonce                 []byte
+	keyID                 string
+	event                 webhook.Event
+}
+
+func (d *Dispatcher) claim(ctx context.Context) ([]claimed, error) {
+	rows, err := d.cfg.Pool.Query(ctx, claimSQL, d.cfg.Batch, d.cfg.Lease.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("webhooks: claim: %w", err)
+	}
+	cs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimed, error) {
+		var c claimed
+		e := &c.event
+		err := r.Scan(&c.tenant, &c.endpoint, &c.pos, &c.attempt, &c.url, &c.nonce, &c.keyID,
+			&e.ID, &e.Type, &e.TokenID, &e.Operation, &e.Subject, &e.Actor, &e.From, &e.To,
+			&e.Generation, &e.OutcomeStatus, &e.At)
+		e.Position = c.pos
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("webhooks: claim: %w", err)
+	}
+	return cs, nil
+}
+
+// deliver sends one claimed delivery and records the answer.
+func (d *Dispatcher) deliver(ctx context.Context, c claimed) {
+	log := d.log.With("tenant", c.tenant, "endpoint", c.endpoint, "event", c.event.ID, "attempt", c.attempt)
+	start := time.Now()
+	status, sendErr := d.attempt(ctx, c)
+	if ctx.Err() != nil {
+		return // shutting down: the lease runs out and another round sends it
+	}
+	ms := time.Since(start).Milliseconds()
+	var err error
+	switch {
+	case sendErr == nil && status/100 == 2:
+		d.attempts.WithLabelValues("delivered").Inc()
+		_, err = d.cfg.Pool.Exec(ctx, deliveredSQL, c.tenant, c.endpoint, c.pos, c.attempt, status, ms)
+	default:
+		result, msg := "refused", fmt.Sprintf("answered %d", status)
+		var st *int
+		if sendErr != nil {
+			result, msg = "error", sendErr.Error()
+		} else {
+			st = &status
+		}
+		d.attempts.WithLabelValues(result).Inc()
+		var state string
+		err = d.cfg.Pool.QueryRow(ctx, failedSQL, c.tenant, c.endpoint, c.pos, c.attempt, st, msg,
+			d.backoff(c.attempt).Seconds(), d.cfg.MaxAge.Seconds(), d.cfg.DisableAfter.Seconds(), ms).Scan(&state)
+		if err == nil {
+			log.Warn("webhooks: delivery failed", "err", msg, "state", state)
+		}
+	}
+	if err != nil {
+		log.Error("webhooks: record the attempt", "err", err)
+	}
+}
+
+// attempt signs and sends c once.
+func (d *Dispatcher) attempt(ctx context.Context, c claimed) (int, error) {
+	secret, err := secret(d.cfg.Keys, c.keyID, c.tenant, c.endpoint, c.nonce)
+	if err != nil {
+		return 0, fmt.Errorf("the endpoint's secret: %w", err) // its server key was retired
+	}
+	now := time.Now()
+	body, err := json.Marshal(webhook.Delivery{Type: "token." + c.event.Type, Timestamp: now.UTC(), Data: c.event})
+	if err != nil {
+		return 0, err
+	}
+	h, err := webhook.Sign(secret, c.event.ID, now, body)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
+	defer cancel()
+	return d.send.send(ctx, c.url, h, body)
+}
+
+// backoff is the wait after failed attempt n (from 1): the base doubled per
+// attempt up to the max, drawn at random up to that (full jitter), so that
+// deliveries failing together do not come back together.
+func (d *Dispatcher) backoff(n int) time.Duration {
+	b := d.cfg.BackoffBase << min(n-1, 30)
+	if b <= 0 || b > d.cfg.BackoffMax {
+		b = d.cfg.BackoffMax
+	}
+	return time.Duration(rand.Int64N(int64(b)) + 1)
+}
+
+// Collectors are the dispatcher's metrics: attempts by result, and the
+// deliveries owed with the age of the oldest, read at each scrape.
+func (d *Dispatcher) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{d.attempts, &undelivered{pool: d.cfg.Pool,
+		count: prometheus.NewDesc("tokend_webhook_undelivered", "Webhook deliveries not yet made (pending).", nil, nil),
+		age: prometheus.NewDesc("tokend_webhook_undelivered_oldest_age_seconds",
+			"Age of the oldest pending webhook delivery; 0 when there is none.", nil, nil)}}
+}
+
+type undelivered struct {
+	pool       *pgxpool.Pool
+	count, age *prometheus.Desc
+}
+
+func (u *undelivered) Describe(ch chan<- *prometheus.Desc) { ch <- u.count; ch <- u.age }
+
+func (u *undelivered) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var n int64
+	var age float64
+	if err := u.pool.QueryRow(ctx, undeliveredSQL).Scan(&n, &age); err != nil {
+		return // left out of this scrape rather than reported wrong
+	}
+	ch <- prometheus.MustNewConstMetric(u.count, prometheus.GaugeValue, float64(n))
+	ch <- prometheus.MustNewConstMetric(u.age, prometheus.GaugeValue, age)
+}

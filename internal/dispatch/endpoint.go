@@ -1,0 +1,214 @@
+package dispatch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tokend/tokend/token"
+)
+
+// Errors of the endpoint calls, checkable with errors.Is.
+var (
+	ErrNotFound       = errors.New("dispatch: no such webhook endpoint")
+	ErrInvalidRequest = errors.New("dispatch: invalid request")
+	// ErrHostNotAllowed: the URL's host is not on the allow-list.
+	ErrHostNotAllowed = errors.New("dispatch: host not allowed")
+)
+
+// EventTypes are the event types an endpoint may ask for.
+var EventTypes = []string{"issued", "spend", "spend_fail", "lease", "takeover", "complete", "fail",
+	"report_unknown", "lease_lapse", "reconcile_succeeded", "reconcile_not_executed", "reconcile_failed",
+	"revoke", "expire", "purged"}
+
+// Endpoint is a registered webhook endpoint.
+type Endpoint struct {
+	Tenant     string
+	ID         string
+	URL        string
+	EventTypes []string // empty: all
+	Enabled    bool
+	// DisabledReason says why a disabled endpoint is: "operator", or the
+	// failure run that disabled it.
+	DisabledReason string
+	// FeedPosition is the last event position offered to the endpoint.
+	FeedPosition int64
+	FailingSince *time.Time
+	CreatedAt    time.Time
+
+	nonce []byte
+	keyID string
+}
+
+// Secret is the endpoint's signing secret, derived from the server key it
+// was created under; it is never stored.
+func (e Endpoint) Secret(keys *token.Keyring) (string, error) {
+	return secret(keys, e.keyID, e.Tenant, e.ID, e.nonce)
+}
+
+func secret(keys *token.Keyring, keyID, tenant, id string, nonce []byte) (string, error) {
+	s, err := keys.Derive(keyID, tenant, "webhook:"+id, nonce)
+	if err != nil {
+		return "", err
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(s.Reveal(), token.SecretPrefix))
+	if err != nil {
+		return "", fmt.Errorf("dispatch: derive the secret: %w", err)
+	}
+	return "whsec_" + base64.StdEncoding.EncodeToString(raw), nil
+}
+
+// CheckURL checks that raw is an absolute http(s) URL whose host is on
+// allowed (every host when allowed is empty).
+func CheckURL(raw string, allowed []string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || !u.IsAbs() || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.Fragment != "":
+		return fmt.Errorf("%w: url %q: want an absolute http or https URL", ErrInvalidRequest, raw)
+	case u.User != nil:
+		return fmt.Errorf("%w: url: credentials in a URL would be stored; use a secret path or the signature", ErrInvalidRequest)
+	case len(allowed) > 0 && !slices.Contains(allowed, strings.ToLower(u.Hostname())):
+		return fmt.Errorf("%w: %s is not on TOKEND_WEBHOOK_ALLOWED_HOSTS", ErrHostNotAllowed, u.Hostname())
+	}
+	return nil
+}
+
+// NewEndpoint is what Create registers.
+type NewEndpoint struct {
+	URL        string
+	EventTypes []string
+}
+
+// Create registers an endpoint for tenant and answers it with its signing
+// secret, which is shown this once. It is offered the events from the
+// tenant's current feed position on.
+func Create(ctx context.Context, pool *pgxpool.Pool, keys *token.Keyring, allowed []string, tenant string, n NewEndpoint) (Endpoint, string, error) {
+	if err := token.CheckText("tenant", tenant, "url", n.URL); err != nil {
+		return Endpoint{}, "", fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	if err := CheckURL(n.URL, allowed); err != nil {
+		return Endpoint{}, "", err
+	}
+	types := slices.Compact(slices.Sorted(slices.Values(n.EventTypes)))
+	if types == nil {
+		types = []string{} // all
+	}
+	for _, t := range types {
+		if !slices.Contains(EventTypes, t) {
+			return Endpoint{}, "", fmt.Errorf("%w: event type %q: want one of %s", ErrInvalidRequest, t, strings.Join(EventTypes, ", "))
+		}
+	}
+	id := "whe_" + strings.ToLower(rand.Text())
+	nonce := token.NewNonce()
+	keyID := keys.CurrentKeyID()
+	s, err := secret(keys, keyID, tenant, id, nonce)
+	if err != nil {
+		return Endpoint{}, "", err
+	}
+	e, err := scan(pool.QueryRow(ctx, createSQL, tenant, id, n.URL, types, nonce, keyID))
+	if err != nil {
+		return Endpoint{}, "", fmt.Errorf("dispatch: create: %w", err)
+	}
+	return e, s, nil
+}
+
+// List answers tenant's endpoints, oldest first.
+func List(ctx context.Context, pool *pgxpool.Pool, tenant string) ([]Endpoint, error) {
+	rows, err := pool.Query(ctx, listSQL, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: list: %w", err)
+	}
+	eps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Endpoint, error) { return scan(r) })
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: list: %w", err)
+	}
+	return eps, nil
+}
+
+// Get answers one of tenant's endpoints.
+func Get(ctx context.Context, pool *pgxpool.Pool, tenant, id string) (Endpoint, error) {
+	return one(scan(pool.QueryRow(ctx, getSQL, tenant, id)))
+}
+
+// SetEnabled enables or disables an endpoint. Enabling clears its failure
+// run; its failed deliveries stay failed until Redeliver.
+func SetEnabled(ctx context.Context, pool *pgxpool.Pool, tenant, id string, enabled bool) (Endpoint, error) {
+	return one(scan(pool.QueryRow(ctx, setEnabledSQL, tenant, id, enabled, "operator")))
+}
+
+// Delete removes an endpoint with its deliveries.
+func Delete(ctx context.Context, pool *pgxpool.Pool, tenant, id string) (Endpoint, error) {
+	return one(scan(pool.QueryRow(ctx, deleteSQL, tenant, id)))
+}
+
+// Redeliver sends again the endpoint's failed deliveries after position
+// after, and with all also those already delivered, and answers how many.
+func Redeliver(ctx context.Context, pool *pgxpool.Pool, tenant, id string, after int64, all bool) (int64, error) {
+	if after < 0 {
+		return 0, fmt.Errorf("%w: after %d is negative", ErrInvalidRequest, after)
+	}
+	if _, err := Get(ctx, pool, tenant, id); err != nil {
+		return 0, err
+	}
+	var n int64
+	if err := pool.QueryRow(ctx, redeliverSQL, tenant, id, after, all).Scan(&n); err != nil {
+		return 0, fmt.Errorf("dispatch: redeliver: %w", err)
+	}
+	return n, nil
+}
+
+// Delivery is one event owed to an endpoint, and its attempts.
+type Delivery struct {
+	Position      int64           `json:"position"`
+	EventID       string          `json:"event_id"`
+	State         string          `json:"state"` // pending, delivered or failed
+	Attempts      int             `json:"attempts"`
+	NextAttemptAt time.Time       `json:"next_attempt_at"`
+	CreatedAt     time.Time       `json:"created_at"`
+	FinishedAt    *time.Time      `json:"finished_at"`
+	Tries         json.RawMessage `json:"tries"`
+}
+
+// Recent answers the endpoint's latest limit deliveries, newest first.
+func Recent(ctx context.Context, pool *pgxpool.Pool, tenant, id string, limit int) ([]Delivery, error) {
+	rows, err := pool.Query(ctx, recentSQL, tenant, id, limit)
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: deliveries: %w", err)
+	}
+	ds, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Delivery, error) {
+		var d Delivery
+		err := r.Scan(&d.Position, &d.EventID, &d.State, &d.Attempts, &d.NextAttemptAt, &d.CreatedAt, &d.FinishedAt, &d.Tries)
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: deliveries: %w", err)
+	}
+	return ds, nil
+}
+
+func scan(r pgx.Row) (Endpoint, error) {
+	var e Endpoint
+	err := r.Scan(&e.Tenant, &e.ID, &e.URL, &e.EventTypes, &e.nonce, &e.keyID, &e.Enabled,
+		&e.DisabledReason, &e.FeedPosition, &e.FailingSince, &e.CreatedAt)
+	return e, err
+}
+
+func one(e Endpoint, err error) (Endpoint, error) {
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return Endpoint{}, ErrNotFound
+	case err != nil:
+		return Endpoint{}, fmt.Errorf("dispatch: %w", err)
+	}
+	return e, nil
+}
