@@ -13,6 +13,7 @@ import (
 	"github.com/tokend/tokend/internal/cache"
 	"github.com/tokend/tokend/internal/console"
 	"github.com/tokend/tokend/internal/demo"
+	"github.com/tokend/tokend/internal/dispatch"
 	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/metrics"
 	"github.com/tokend/tokend/token"
@@ -24,12 +25,15 @@ import (
 // ctx ends or release is called, the server listens for API-key revocations
 // made anywhere and drops its cached resolution of each at once. release
 // stops that and closes the cache.
-func newAPI(ctx context.Context, cfg serveConfig, pool *pgxpool.Pool, keys *token.Keyring, spender *consume.Spender, log *slog.Logger) (api *httpapi.Server, release func(), err error) {
+func newAPI(ctx context.Context, cfg serveConfig, pool *pgxpool.Pool, keys *token.Keyring, spender *consume.Spender, hooks *dispatch.Dispatcher, log *slog.Logger) (api *httpapi.Server, release func(), err error) {
 	m, err := metrics.New(metrics.Config{Pool: pool, Stats: func(ctx context.Context) (metrics.Stats, error) {
 		s, err := admin.Unresolved(ctx, pool)
 		return metrics.Stats(s), err
 	}})
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := m.Register(hooks.Collectors()...); err != nil {
 		return nil, nil, err
 	}
 	// Entries are authenticated under a key derived from the server key,
@@ -77,7 +81,7 @@ func newAPI(ctx context.Context, cfg serveConfig, pool *pgxpool.Pool, keys *toke
 		Cache:     c,
 		Metrics:   m,
 		RateLimit: httpapi.RateLimit{PerSecond: cfg.RateLimit},
-		Mounts: []httpapi.Mount{func(r httpapi.Routes) {
+		Mounts: []httpapi.Mount{dispatch.Routes(pool, keys, cfg.WebhookAllowedHosts), func(r httpapi.Routes) {
 			if demoApp != nil {
 				demoApp.Mount(r.Public)
 			}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/internal/dispatch"
 	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/token"
@@ -51,7 +52,11 @@ func TestDemoOnlyWhenTurnedOn(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg.SecretKey = secret
-			api, release, err := newAPI(t.Context(), cfg, pool, keys, spender, slog.New(slog.DiscardHandler))
+			hooks, err := dispatch.New(dispatch.Config{Pool: pool, Keys: keys})
+			if err != nil {
+				t.Fatal(err)
+			}
+			api, release, err := newAPI(t.Context(), cfg, pool, keys, spender, hooks, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/admin"
+	"github.com/tokend/tokend/internal/dispatch"
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/token"
 )
@@ -56,6 +57,12 @@ type serveConfig struct {
 	RateLimit       float64       // TOKEND_RATE_LIMIT or --rate-limit, requests/s per API key, 0 for none; default defaultRateLimit
 	SweepInterval   time.Duration // TOKEND_SWEEP_INTERVAL or --sweep-interval; default admin.DefaultSweepInterval
 	EventRetention  time.Duration // TOKEND_EVENT_RETENTION or --event-retention; default admin.DefaultEventRetention
+	// Webhook delivery: TOKEND_WEBHOOK_TIMEOUT, _MAX_AGE, _DISABLE_AFTER,
+	// _ALLOWED_HOSTS (comma-separated; empty: any host).
+	WebhookTimeout      time.Duration
+	WebhookMaxAge       time.Duration
+	WebhookDisableAfter time.Duration
+	WebhookAllowedHosts []string
 	// DebugListen, when set (TOKEND_DEBUG_LISTEN or --debug-listen), serves
 	// Go's profiler at /debug/pprof/ on a listener of its own, so it is
 	// never reachable through the API's address. Default: off.
@@ -87,6 +94,22 @@ func (c *serveConfig) bind(fs *flag.FlagSet, env envFlags) {
 	env["sweep-interval"] = "TOKEND_SWEEP_INTERVAL"
 	fs.DurationVar(&c.EventRetention, "event-retention", admin.DefaultEventRetention, "how long token events are kept once their token is purged, for the feed and webhooks (env TOKEND_EVENT_RETENTION)")
 	env["event-retention"] = "TOKEND_EVENT_RETENTION"
+	fs.DurationVar(&c.WebhookTimeout, "webhook-timeout", dispatch.DefaultTimeout, "how long one webhook delivery may take; a dispatcher's lease on a delivery is three times that (env TOKEND_WEBHOOK_TIMEOUT)")
+	env["webhook-timeout"] = "TOKEND_WEBHOOK_TIMEOUT"
+	fs.DurationVar(&c.WebhookMaxAge, "webhook-max-age", dispatch.DefaultMaxAge, "how long a webhook delivery is retried before it fails for good (env TOKEND_WEBHOOK_MAX_AGE)")
+	env["webhook-max-age"] = "TOKEND_WEBHOOK_MAX_AGE"
+	fs.DurationVar(&c.WebhookDisableAfter, "webhook-disable-after", dispatch.DefaultDisableAfter, "disable a webhook endpoint whose every delivery failed for this long (env TOKEND_WEBHOOK_DISABLE_AFTER)")
+	env["webhook-disable-after"] = "TOKEND_WEBHOOK_DISABLE_AFTER"
+	fs.Func("webhook-allowed-hosts", "comma-separated hosts webhooks may be sent to; empty: any (env TOKEND_WEBHOOK_ALLOWED_HOSTS)", func(s string) error {
+		c.WebhookAllowedHosts = nil
+		for h := range strings.SplitSeq(s, ",") {
+			if h = strings.ToLower(strings.TrimSpace(h)); h != "" {
+				c.WebhookAllowedHosts = append(c.WebhookAllowedHosts, h)
+			}
+		}
+		return nil
+	})
+	env["webhook-allowed-hosts"] = "TOKEND_WEBHOOK_ALLOWED_HOSTS"
 	fs.StringVar(&c.DebugListen, "debug-listen", "", "address for /debug/pprof/, off when empty; keep it on loopback (env TOKEND_DEBUG_LISTEN)")
 	env["debug-listen"] = "TOKEND_DEBUG_LISTEN"
 	fs.BoolVar(&c.Demo, "demo", false, "serve the demo app under /demo, where anyone may sign in; never on a production server (env TOKEND_DEMO=1)")
@@ -136,6 +159,12 @@ func (c serveConfig) Validate() error {
 	}
 	if c.SweepInterval <= 0 {
 		return fmt.Errorf("TOKEND_SWEEP_INTERVAL %s: want a positive duration, e.g. 1m", c.SweepInterval)
+	}
+	for name, d := range map[string]time.Duration{"TOKEND_WEBHOOK_TIMEOUT": c.WebhookTimeout,
+		"TOKEND_WEBHOOK_MAX_AGE": c.WebhookMaxAge, "TOKEND_WEBHOOK_DISABLE_AFTER": c.WebhookDisableAfter} {
+		if d <= 0 {
+			return fmt.Errorf("%s %s: want a positive duration", name, d)
+		}
 	}
 	if c.EventRetention <= 0 {
 		return fmt.Errorf("TOKEND_EVENT_RETENTION %s: want a positive duration, e.g. 168h", c.EventRetention)

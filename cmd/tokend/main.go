@@ -58,7 +58,7 @@ func (e usageError) Unwrap() error { return e.err }
 // run runs the command line args and returns the exit status. Only a
 // command's result goes to stdout; everything else goes to stderr.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	err := dispatch(ctx, args, getenv, stdout, stderr)
+	err := runCommand(ctx, args, getenv, stdout, stderr)
 	var ue usageError
 	switch {
 	case err == nil:
@@ -74,7 +74,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 }
 
-func dispatch(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func runCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return usageError{errors.New("no command given")}

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/internal/dispatch"
 	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/internal/logredact"
 	"github.com/tokend/tokend/migrations"
@@ -66,11 +67,24 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err != nil {
 		return err
 	}
-	api, closeAPI, err := newAPI(ctx, cfg, pool, keys, spender, log)
+	hooks, err := dispatch.New(dispatch.Config{Pool: pool, Keys: keys, Timeout: cfg.WebhookTimeout,
+		Lease: 3 * cfg.WebhookTimeout, MaxAge: cfg.WebhookMaxAge, DisableAfter: cfg.WebhookDisableAfter,
+		AllowedHosts: cfg.WebhookAllowedHosts, Logger: log})
+	if err != nil {
+		return err
+	}
+	api, closeAPI, err := newAPI(ctx, cfg, pool, keys, spender, hooks, log)
 	if err != nil {
 		return err
 	}
 	defer closeAPI()
+	hooksCtx, stopHooks := context.WithCancel(ctx)
+	hooksDone := make(chan struct{})
+	go func() {
+		defer close(hooksDone)
+		_ = hooks.Run(hooksCtx) // returns only when hooksCtx ends
+	}()
+	defer func() { stopHooks(); <-hooksDone }() // before the deferred pool.Close
 	stopSweeper, err := startSweeper(ctx, pool, cfg.SweepInterval, cfg.EventRetention, log)
 	if err != nil {
 		return err

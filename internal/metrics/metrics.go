@@ -139,6 +139,17 @@ func New(cfg Config) (*Metrics, error) {
 	return m, nil
 }
 
+// Register adds collectors kept elsewhere (the webhook dispatcher's) to the
+// metrics served.
+func (m *Metrics) Register(cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := m.reg.Register(c); err != nil {
+			return fmt.Errorf("metrics: register: %w", err)
+		}
+	}
+	return nil
+}
+
 // Handler serves the metrics in Prometheus's text format, for /metrics. A
 // collector that fails leaves its metrics out rather than failing the
 // scrape.

@@ -1,0 +1,191 @@
+package dispatch
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tokend/tokend/internal/httpapi"
+	"github.com/tokend/tokend/token"
+)
+
+// recentDeliveries is how many deliveries GET /v1/admin/webhooks/{id} shows.
+const recentDeliveries = 20
+
+// Routes serves the operator's webhook routes under /v1/admin/webhooks.
+func Routes(pool *pgxpool.Pool, keys *token.Keyring, allowedHosts []string) httpapi.Mount {
+	h := &handlers{pool: pool, keys: keys, allowed: allowedHosts}
+	return func(r httpapi.Routes) {
+		r.Operator.POST("/webhooks", h.create)
+		r.Operator.GET("/webhooks", h.list)
+		r.Operator.GET("/webhooks/:id", h.get)
+		r.Operator.DELETE("/webhooks/:id", h.delete)
+		r.Operator.POST("/webhooks/:id/enable", h.enable)
+		r.Operator.POST("/webhooks/:id/disable", h.disable)
+		r.Operator.POST("/webhooks/:id/redeliver", h.redeliver)
+	}
+}
+
+type handlers struct {
+	pool    *pgxpool.Pool
+	keys    *token.Keyring
+	allowed []string
+}
+
+// endpointView is an endpoint as the API shows it; Secret only on creation.
+type endpointView struct {
+	ID             string      `json:"id"`
+	URL            string      `json:"url"`
+	EventTypes     []string    `json:"event_types"`
+	Enabled        bool        `json:"enabled"`
+	DisabledReason *string     `json:"disabled_reason"`
+	FeedPosition   int64       `json:"feed_position"`
+	FailingSince   *string     `json:"failing_since"`
+	CreatedAt      string      `json:"created_at"`
+	Secret         string      `json:"secret,omitempty"`
+	Deliveries     *[]Delivery `json:"deliveries,omitempty"`
+}
+
+const timeFormat = "2006-01-02T15:04:05.000000Z07:00"
+
+func view(e Endpoint) endpointView {
+	v := endpointView{ID: e.ID, URL: e.URL, EventTypes: e.EventTypes, Enabled: e.Enabled,
+		FeedPosition: e.FeedPosition, CreatedAt: e.CreatedAt.UTC().Format(timeFormat)}
+	if v.EventTypes == nil {
+		v.EventTypes = []string{}
+	}
+	if e.DisabledReason != "" {
+		v.DisabledReason = &e.DisabledReason
+	}
+	if e.FailingSince != nil {
+		s := e.FailingSince.UTC().Format(timeFormat)
+		v.FailingSince = &s
+	}
+	return v
+}
+
+func problem(err error) error {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return &httpapi.Problem{Status: http.StatusNotFound, Code: "not_found", Detail: "no such webhook endpoint"}
+	case errors.Is(err, ErrInvalidRequest), errors.Is(err, ErrHostNotAllowed):
+		return &httpapi.Problem{Status: http.StatusBadRequest, Code: "invalid_request", Detail: err.Error()}
+	}
+	return err
+}
+
+func write(c *gin.Context, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		httpapi.Abort(c, err)
+		return
+	}
+	c.Data(status, "application/json", b)
+}
+
+type createRequest struct {
+	URL        string   `json:"url"`
+	EventTypes []string `json:"event_types"`
+}
+
+func (h *handlers) create(c *gin.Context) {
+	var req createRequest
+	if err := httpapi.Decode(c, &req); err != nil {
+		httpapi.Abort(c, err)
+		return
+	}
+	e, secret, err := Create(c.Request.Context(), h.pool, h.keys, h.allowed, httpapi.Caller(c).Tenant,
+		NewEndpoint{URL: req.URL, EventTypes: req.EventTypes})
+	if err != nil {
+		httpapi.Abort(c, problem(err))
+		return
+	}
+	v := view(e)
+	v.Secret = secret
+	c.Header("Cache-Control", "no-store")
+	write(c, http.StatusCreated, v)
+}
+
+func (h *handlers) list(c *gin.Context) {
+	eps, err := List(c.Request.Context(), h.pool, httpapi.Caller(c).Tenant)
+	if err != nil {
+		httpapi.Abort(c, err)
+		return
+	}
+	items := make([]endpointView, 0, len(eps))
+	for _, e := range eps {
+		items = append(items, view(e))
+	}
+	write(c, http.StatusOK, struct {
+		Items []endpointView `json:"items"`
+	}{items})
+}
+
+func (h *handlers) get(c *gin.Context) {
+	tenant, id := httpapi.Caller(c).Tenant, c.Param("id")
+	e, err := Get(c.Request.Context(), h.pool, tenant, id)
+	if err != nil {
+		httpapi.Abort(c, problem(err))
+		return
+	}
+	ds, err := Recent(c.Request.Context(), h.pool, tenant, id, recentDeliveries)
+	if err != nil {
+		httpapi.Abort(c, err)
+		return
+	}
+	if ds == nil {
+		ds = []Delivery{}
+	}
+	v := view(e)
+	v.Deliveries = &ds
+	write(c, http.StatusOK, v)
+}
+
+func (h *handlers) delete(c *gin.Context) {
+	h.answer(c)(Delete(c.Request.Context(), h.pool, httpapi.Caller(c).Tenant, c.Param("id")))
+}
+
+func (h *handlers) enable(c *gin.Context) {
+	h.answer(c)(SetEnabled(c.Request.Context(), h.pool, httpapi.Caller(c).Tenant, c.Param("id"), true))
+}
+
+func (h *handlers) disable(c *gin.Context) {
+	h.answer(c)(SetEnabled(c.Request.Context(), h.pool, httpapi.Caller(c).Tenant, c.Param("id"), false))
+}
+
+func (h *handlers) answer(c *gin.Context) func(Endpoint, error) {
+	return func(e Endpoint, err error) {
+		if err != nil {
+			httpapi.Abort(c, problem(err))
+			return
+		}
+		write(c, http.StatusOK, view(e))
+	}
+}
+
+type redeliverRequest struct {
+	// After: only deliveries of events after this feed position.
+	After int64 `json:"after"`
+	// All: also those already delivered, not only the failed ones.
+	All bool `json:"all"`
+}
+
+func (h *handlers) redeliver(c *gin.Context) {
+	var req redeliverRequest
+	if err := httpapi.Decode(c, &req); err != nil {
+		httpapi.Abort(c, err)
+		return
+	}
+	n, err := Redeliver(c.Request.Context(), h.pool, httpapi.Caller(c).Tenant, c.Param("id"), req.After, req.All)
+	if err != nil {
+		httpapi.Abort(c, problem(err))
+		return
+	}
+	write(c, http.StatusOK, struct {
+		Redelivered int64 `json:"redelivered"`
+	}{n})
+}
+
