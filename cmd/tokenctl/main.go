@@ -61,6 +61,9 @@ commands:
   events tail [--after CURSOR] [--follow]
                                         the tenant's token events after a cursor, one a line;
                                         --follow waits for new ones
+  webhooks create <endpoint-url> [--types a,b] | list | get <id> | enable <id> | disable <id>
+          | delete <id> | redeliver <id> [--after POSITION] [--all]
+                                        webhook endpoints; create prints the signing secret, once
 
 environment: TOKENCTL_URL (default http://127.0.0.1:8080), TOKENCTL_KEY (an operator key, or a client key for events; required)
 exit status: 0 ok, 1 error, 2 usage, 3 not found, 4 conflict, 5 key refused
@@ -120,6 +123,7 @@ var commands = map[string]func(ctx context.Context, e *env, args []string) error
 	"operations": operationsCmd,
 	"stats":      statsCmd,
 	"events":     eventsCmd,
+	"webhooks":   webhooksCmd,
 }
 
 func dispatch(ctx context.Context, args []string, e *env) error {

@@ -1,0 +1,121 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+)
+
+// Webhook is a registered webhook endpoint.
+type Webhook struct {
+	Meta           `json:"-"`
+	ID             string     `json:"id"`
+	URL            string     `json:"url"`
+	EventTypes     []string   `json:"event_types"` // empty: all
+	Enabled        bool       `json:"enabled"`
+	DisabledReason *string    `json:"disabled_reason"`
+	FeedPosition   int64      `json:"feed_position"`
+	FailingSince   *time.Time `json:"failing_since"`
+	CreatedAt      time.Time  `json:"created_at"`
+	// Secret, the whsec_ signing secret, is set in CreateWebhook's answer
+	// only: tokend never shows it again.
+	Secret string `json:"secret,omitempty"`
+	// Deliveries, in Webhook's answer only, are the latest deliveries.
+	Deliveries []WebhookDelivery `json:"deliveries,omitempty"`
+}
+
+// WebhookDelivery is one event owed to an endpoint, with its attempts.
+type WebhookDelivery struct {
+	Position      int64           `json:"position"`
+	EventID       string          `json:"event_id"`
+	State         string          `json:"state"` // pending, delivered or failed
+	Attempts      int             `json:"attempts"`
+	NextAttemptAt time.Time       `json:"next_attempt_at"`
+	CreatedAt     time.Time       `json:"created_at"`
+	FinishedAt    *time.Time      `json:"finished_at"`
+	Tries         json.RawMessage `json:"tries"`
+}
+
+// WebhookRequest registers an endpoint.
+type WebhookRequest struct {
+	URL        string   `json:"url"`
+	EventTypes []string `json:"event_types,omitempty"`
+}
+
+// CreateWebhook registers an endpoint; keep the answer's Secret to verify
+// deliveries with (package webhook).
+func (c *Client) CreateWebhook(ctx context.Context, r WebhookRequest) (*Webhook, error) {
+	return c.webhook(ctx, http.MethodPost, "/v1/admin/webhooks", r)
+}
+
+// Webhook reads an endpoint with its latest deliveries.
+func (c *Client) Webhook(ctx context.Context, id string) (*Webhook, error) {
+	return c.webhook(ctx, http.MethodGet, "/v1/admin/webhooks/"+esc(id), nil)
+}
+
+// EnableWebhook enables an endpoint, clearing its failure run.
+func (c *Client) EnableWebhook(ctx context.Context, id string) (*Webhook, error) {
+	return c.webhook(ctx, http.MethodPost, "/v1/admin/webhooks/"+esc(id)+"/enable", nil)
+}
+
+// DisableWebhook stops deliveries to an endpoint; they wait.
+func (c *Client) DisableWebhook(ctx context.Context, id string) (*Webhook, error) {
+	return c.webhook(ctx, http.MethodPost, "/v1/admin/webhooks/"+esc(id)+"/disable", nil)
+}
+
+// DeleteWebhook removes an endpoint with its deliveries.
+func (c *Client) DeleteWebhook(ctx context.Context, id string) (*Webhook, error) {
+	return c.webhook(ctx, http.MethodDelete, "/v1/admin/webhooks/"+esc(id), nil)
+}
+
+func (c *Client) webhook(ctx context.Context, method, path string, body any) (*Webhook, error) {
+	var out Webhook
+	m, err := c.send(ctx, method, path, nil, body, &out)
+	if err != nil {
+		return nil, err
+	}
+	out.Meta = m
+	return &out, nil
+}
+
+// WebhookList is the tenant's endpoints.
+type WebhookList struct {
+	Meta  `json:"-"`
+	Items []Webhook `json:"items"`
+}
+
+// Webhooks lists the tenant's endpoints, oldest first.
+func (c *Client) Webhooks(ctx context.Context) (*WebhookList, error) {
+	var out WebhookList
+	m, err := c.send(ctx, http.MethodGet, "/v1/admin/webhooks", nil, nil, &out)
+	if err != nil {
+		return nil, err
+	}
+	out.Meta = m
+	return &out, nil
+}
+
+// Redelivery selects deliveries to send again.
+type Redelivery struct {
+	After int64 `json:"after,omitempty"` // only events after this feed position
+	All   bool  `json:"all,omitempty"`   // also those already delivered
+}
+
+// Redelivered is how many deliveries will be sent again.
+type Redelivered struct {
+	Meta        `json:"-"`
+	Redelivered int64 `json:"redelivered"`
+}
+
+// RedeliverWebhook sends again an endpoint's failed deliveries (with All,
+// also the delivered ones) after a feed position.
+func (c *Client) RedeliverWebhook(ctx context.Context, id string, r Redelivery) (*Redelivered, error) {
+	var out Redelivered
+	m, err := c.send(ctx, http.MethodPost, "/v1/admin/webhooks/"+esc(id)+"/redeliver", nil, r, &out)
+	if err != nil {
+		return nil, err
+	}
+	out.Meta = m
+	return &out, nil
+}

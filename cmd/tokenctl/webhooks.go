@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/tokend/tokend/client"
+)
+
+const webhooksUsage = `usage: tokenctl webhooks <subcommand> [--url URL] [--key KEY] [--json]
+  webhooks create <endpoint-url> [--types issued,spend,...]   register an endpoint; prints its secret, once
+  webhooks list                                              the tenant's endpoints
+  webhooks get <id>                                          an endpoint and its latest deliveries
+  webhooks enable <id> | disable <id> | delete <id>
+  webhooks redeliver <id> [--after POSITION] [--all]        send failed (or, with --all, every) delivery again
+`
+
+func webhooksCmd(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(e.stderr, webhooksUsage)
+		return usagef("webhooks: want create, list, get, enable, disable, delete or redeliver")
+	}
+	sub, rest := args[0], args[1:]
+	switch sub {
+	case "create":
+		c := e.newCommand("webhooks create", "webhooks create <endpoint-url> [--types a,b]", "endpoint-url")
+		types := c.fs.String("types", "", "comma-separated event types to deliver; all when empty")
+		ops, err := c.parse(rest)
+		if err != nil {
+			return err
+		}
+		r := client.WebhookRequest{URL: ops[0]}
+		if *types != "" {
+			r.EventTypes = strings.Split(*types, ",")
+		}
+		return webhookCall(c, func(api *client.Client) (*client.Webhook, error) { return api.CreateWebhook(ctx, r) })
+	case "list":
+		c := e.newCommand("webhooks list", "webhooks list")
+		if _, err := c.parse(rest); err != nil {
+			return err
+		}
+		api, err := c.client()
+		if err != nil {
+			return err
+		}
+		l, err := api.Webhooks(ctx)
+		if err != nil {
+			return err
+		}
+		if c.json {
+			return c.printJSON(l.Body)
+		}
+		t := newTable(c.stdout)
+		t.row("ID", "URL", "TYPES", "ENABLED", "FEED_POSITION")
+		for _, w := range l.Items {
+			t.row(w.ID, w.URL, strings.Join(w.EventTypes, ","), w.Enabled, w.FeedPosition)
+		}
+		return t.Flush()
+	case "get", "enable", "disable", "delete":
+		c := e.newCommand("webhooks "+sub, "webhooks "+sub+" <id>", "id")
+		ops, err := c.parse(rest)
+		if err != nil {
+			return err
+		}
+		call := map[string]func(*client.Client, context.Context, string) (*client.Webhook, error){
+			"get": (*client.Client).Webhook, "enable": (*client.Client).EnableWebhook,
+			"disable": (*client.Client).DisableWebhook, "delete": (*client.Client).DeleteWebhook,
+		}[sub]
+		return webhookCall(c, func(api *client.Client) (*client.Webhook, error) { return call(api, ctx, ops[0]) })
+	case "redeliver":
+		c := e.newCommand("webhooks redeliver", "webhooks redeliver <id> [--after POSITION] [--all]", "id")
+		var r client.Redelivery
+		c.fs.Int64Var(&r.After, "after", 0, "only deliveries of events after this feed position")
+		c.fs.BoolVar(&r.All, "all", false, "also the deliveries already made")
+		ops, err := c.parse(rest)
+		if err != nil {
+			return err
+		}
+		api, err := c.client()
+		if err != nil {
+			return err
+		}
+		n, err := api.RedeliverWebhook(ctx, ops[0], r)
+		if err != nil {
+			return err
+		}
+		if c.json {
+			return c.printJSON(n.Body)
+		}
+		_, err = fmt.Fprintf(c.stdout, "redelivered %d\n", n.Redelivered)
+		return err
+	}
+	fmt.Fprint(e.stderr, webhooksUsage)
+	return usagef("webhooks %s: want create, list, get, enable, disable, delete or redeliver", sub)
+}
+
+// webhookCall runs call and prints the endpoint it answers.
+func webhookCall(c *command, call func(*client.Client) (*client.Webhook, error)) error {
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	w, err := call(api)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(w.Body)
+	}
+	t := newTable(c.stdout)
+	t.row("id", w.ID)
+	t.row("url", w.URL)
+	t.row("event_types", strings.Join(w.EventTypes, ","))
+	t.row("enabled", w.Enabled)
+	if w.DisabledReason != nil {
+		t.row("disabled_reason", *w.DisabledReason)
+	}
+	t.row("feed_position", w.FeedPosition)
+	if w.Secret != "" {
+		t.row("secret", w.Secret+"   (shown once: keep it to verify deliveries)")
+	}
+	for _, d := range w.Deliveries {
+		t.row("delivery", fmt.Sprintf("%d %s %s, %d attempts", d.Position, d.EventID, d.State, d.Attempts))
+	}
+	return t.Flush()
+}
