@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -59,7 +60,7 @@ func TestWebhookRoutes(t *testing.T) {
 	}
 
 	a.issue(a.client(), "order-1", `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":300,"payload":{"account":"acc_1","amount":5}}`)
-	d, err := dispatch.New(dispatch.Config{Pool: a.pool, Keys: keys})
+	d, err := dispatch.New(dispatch.Config{Pool: a.pool, Keys: keys, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
