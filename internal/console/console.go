@@ -128,4 +128,6 @@ func (c *Console) Mount(r gin.IRouter) {
 	op.POST("/tokens/:id/revoke", c.checkCSRF, c.revoke)
 	op.GET("/tokens/:id/reconcile", c.reconcilePage)
 	op.POST("/tokens/:id/reconcile", c.checkCSRF, c.reconcile)
+	op.GET("/webhooks", c.webhooks)
+	op.GET("/webhooks/:id", c.webhook)
 }
