@@ -4,7 +4,6 @@ import (
 	"context"
 )
 
-
 // SendWithoutRecording claims and sends due deliveries, then forgets them,
 // as a dispatcher killed between sending and recording would.
 func SendWithoutRecording(ctx context.Context, d *Dispatcher) (int, error) {

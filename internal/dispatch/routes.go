@@ -188,4 +188,3 @@ func (h *handlers) redeliver(c *gin.Context) {
 		Redelivered int64 `json:"redelivered"`
 	}{n})
 }
-

@@ -41,7 +41,7 @@ type feedEventView struct {
 // read starts, also when this page is empty, so a follower keeps it as is.
 type feedPage struct {
 	Items      []feedEventView `json:"items"`
-	NextCursor string      `json:"next_cursor"`
+	NextCursor string          `json:"next_cursor"`
 }
 
 // feedQuery is what GET /v1/events reads.
