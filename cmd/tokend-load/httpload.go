@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tokend/tokend/client"
 )
 
 // errExhausted ends a worker's loop: the workload has nothing left to do
@@ -98,7 +98,7 @@ func (p *tokenPool) reset() {
 
 // request performs one request of a workload with the worker's client and
 // random source. It returns errExhausted when there is nothing left to do.
-type request func(ctx context.Context, c *http.Client, rng *rand.Rand) error
+type request func(ctx context.Context, c *client.Client, rng *rand.Rand) error
 
 // loadResult is what one timed run of a workload measured.
 type loadResult struct {
@@ -131,12 +131,23 @@ func newClient(c int) (*http.Client, *http.Transport) {
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}, tr
 }
 
+// newAPI returns a client of tgt over hc that sends each call once: a
+// retry would hide what the run measures.
+func newAPI(tgt target, hc *http.Client) (*client.Client, error) {
+	return client.New(tgt.base, tgt.key, client.WithHTTPClient(hc), client.WithRetry(client.Retry{Attempts: 1}),
+		client.WithUserAgent("tokend-load"))
+}
+
 // runLoad runs req in c workers for d (until ctx ends, or until the workload
 // is exhausted). Before the clock starts every worker opens its connection
 // with an untimed GET /healthz, so the run measures requests, not dials.
 func runLoad(ctx context.Context, tgt target, c int, d time.Duration, req request) loadResult {
-	client, tr := newClient(c)
+	hc, tr := newClient(c)
 	defer tr.CloseIdleConnections()
+	api, err := newAPI(tgt, hc)
+	if err != nil {
+		return loadResult{Errors: 1, FirstErr: err.Error()}
+	}
 
 	type workerOut struct {
 		lat      []time.Duration
@@ -157,12 +168,12 @@ func runLoad(ctx context.Context, tgt target, c int, d time.Duration, req reques
 			o := &outs[w]
 			o.lat = make([]time.Duration, 0, 1024)
 			rng := rand.New(rand.NewPCG(uint64(w)+1, uint64(time.Now().UnixNano())))
-			warm(ctx, client, tgt)
+			warm(ctx, hc, tgt)
 			ready.Done()
 			<-start
 			for time.Now().Before(deadline) && ctx.Err() == nil {
 				s := time.Now()
-				err := req(ctx, client, rng)
+				err := req(ctx, api, rng)
 				lat := time.Since(s)
 				switch {
 				case errors.Is(err, errExhausted):
@@ -213,39 +224,14 @@ func warm(ctx context.Context, c *http.Client, tgt target) {
 	resp.Body.Close()
 }
 
-// do sends one request and returns the status and, when keep is set, the
-// body (otherwise the body is drained so the connection is reused).
-func do(ctx context.Context, c *http.Client, tgt target, method, path string, body []byte, idemKey string, keep bool) (int, []byte, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
+// callError says which call failed and how: the problem's status and code,
+// or the transport error.
+func callError(call string, err error) error {
+	var p *client.Problem
+	if errors.As(err, &p) {
+		return fmt.Errorf("%s: status %d %s: %.200s", call, p.Status, p.Code, p.Detail)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, tgt.base+path, rd)
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+tgt.key)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if idemKey != "" {
-		req.Header.Set("Idempotency-Key", idemKey)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	if keep || resp.StatusCode >= 300 {
-		b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return resp.StatusCode, b, err
-	}
-	_, err = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode, nil, err
-}
-
-func statusError(method, path string, status int, body []byte) error {
-	return fmt.Errorf("%s %s: status %d: %.200s", method, path, status, body)
+	return fmt.Errorf("%s: %w", call, err)
 }
 
 // issueRequest issues a new ledger.credit token per call and adds it to pool.
@@ -253,7 +239,7 @@ func statusError(method, path string, status int, body []byte) error {
 // positive quota makes the workload exhausted after that many issues.
 func issueRequest(tgt target, pool *tokenPool, quota int64) request {
 	var issued atomic.Int64
-	return func(ctx context.Context, c *http.Client, _ *rand.Rand) error {
+	return func(ctx context.Context, c *client.Client, _ *rand.Rand) error {
 		if quota > 0 && issued.Add(1) > quota {
 			return errExhausted
 		}
@@ -262,21 +248,14 @@ func issueRequest(tgt target, pool *tokenPool, quota int64) request {
 			subject: "user-" + strconv.FormatInt(n%1000, 10),
 			account: "acct-" + strconv.FormatInt(n%int64(pool.accounts), 10),
 		}
-		body := fmt.Appendf(nil, `{"operation":"ledger.credit","subject":%q,"ttl_seconds":3600,"payload":{"account":%q,"amount":1}}`,
-			t.subject, t.account)
-		status, b, err := do(ctx, c, tgt, http.MethodPost, "/v1/tokens", body, "load-"+pool.run+"-"+strconv.FormatInt(n, 10), true)
+		out, err := c.Issue(ctx, client.IssueRequest{
+			IntentID: "load-" + pool.run + "-" + strconv.FormatInt(n, 10), Operation: "ledger.credit",
+			Subject: t.subject, TTLSeconds: 3600, Payload: creditPayload{Account: t.account, Amount: 1}})
 		if err != nil {
-			return err
+			return callError("issue", err)
 		}
-		if status != http.StatusCreated {
-			return statusError("POST", "/v1/tokens", status, b)
-		}
-		var out struct {
-			ID    string `json:"id"`
-			Token string `json:"token"`
-		}
-		if err := json.Unmarshal(b, &out); err != nil || out.ID == "" || out.Token == "" {
-			return fmt.Errorf("POST /v1/tokens: unexpected body %.200s", b)
+		if out.ID == "" || out.Token == "" {
+			return fmt.Errorf("issue: no token id and secret in %.200s", out.Body)
 		}
 		t.id, t.secret = out.ID, out.Token
 		pool.add(t)
@@ -284,21 +263,26 @@ func issueRequest(tgt target, pool *tokenPool, quota int64) request {
 	}
 }
 
+// creditPayload is ledger.credit's payload.
+type creditPayload struct {
+	Account string `json:"account"`
+	Amount  int64  `json:"amount"`
+}
+
 // spendRequest spends one unspent token from pool with ledger.credit of 1.
 func spendRequest(tgt target, pool *tokenPool) request {
-	return func(ctx context.Context, c *http.Client, _ *rand.Rand) error {
+	return func(ctx context.Context, c *client.Client, _ *rand.Rand) error {
 		t, ok := pool.take()
 		if !ok {
 			return errExhausted
 		}
-		body := fmt.Appendf(nil, `{"token":%q,"operation":"ledger.credit","subject":%q,"payload":{"account":%q,"amount":1}}`,
-			t.secret, t.subject, t.account)
-		status, b, err := do(ctx, c, tgt, http.MethodPost, "/v1/tokens/consume", body, "", false)
+		out, err := c.Spend(ctx, client.SpendRequest{Token: t.secret, Operation: "ledger.credit",
+			Subject: t.subject, Payload: creditPayload{Account: t.account, Amount: 1}})
 		if err != nil {
-			return err
+			return callError("spend", err)
 		}
-		if status != http.StatusOK {
-			return statusError("POST", "/v1/tokens/consume", status, b)
+		if out.Status != http.StatusOK {
+			return fmt.Errorf("spend: stored outcome %d: %.200s", out.Status, out.Body)
 		}
 		return nil
 	}
@@ -306,17 +290,12 @@ func spendRequest(tgt target, pool *tokenPool) request {
 
 // getRequest reads a token chosen uniformly from ids.
 func getRequest(tgt target, ids []string) request {
-	return func(ctx context.Context, c *http.Client, rng *rand.Rand) error {
+	return func(ctx context.Context, c *client.Client, rng *rand.Rand) error {
 		if len(ids) == 0 {
 			return errExhausted
 		}
-		path := "/v1/tokens/" + ids[rng.IntN(len(ids))]
-		status, b, err := do(ctx, c, tgt, http.MethodGet, path, nil, "", false)
-		if err != nil {
-			return err
-		}
-		if status != http.StatusOK {
-			return statusError("GET", path, status, b)
+		if _, err := c.Token(ctx, ids[rng.IntN(len(ids))]); err != nil {
+			return callError("get", err)
 		}
 		return nil
 	}
@@ -326,17 +305,13 @@ func getRequest(tgt target, ids []string) request {
 // the database's buffers, before a timed lookup run.
 func getAll(ctx context.Context, tgt target, c int, ids []string) loadResult {
 	var next atomic.Int64
-	return runLoad(ctx, tgt, c, time.Hour, func(ctx context.Context, cl *http.Client, _ *rand.Rand) error {
+	return runLoad(ctx, tgt, c, time.Hour, func(ctx context.Context, cl *client.Client, _ *rand.Rand) error {
 		i := next.Add(1) - 1
 		if i >= int64(len(ids)) {
 			return errExhausted
 		}
-		status, b, err := do(ctx, cl, tgt, http.MethodGet, "/v1/tokens/"+ids[i], nil, "", false)
-		if err != nil {
-			return err
-		}
-		if status != http.StatusOK {
-			return statusError("GET", "/v1/tokens/"+ids[i], status, b)
+		if _, err := cl.Token(ctx, ids[i]); err != nil {
+			return callError("get", err)
 		}
 		return nil
 	})
@@ -358,15 +333,13 @@ const ceilingCode = "token_not_found"
 // 404 with code token_not_found counts as OK; anything else (a 401, a 404
 // of an unknown route, a 200) is an error.
 func ceilingRequest(tgt target) request {
-	path := "/v1/tokens/" + ceilingID
-	want := []byte(`"code":"` + ceilingCode + `"`)
-	return func(ctx context.Context, c *http.Client, _ *rand.Rand) error {
-		status, b, err := do(ctx, c, tgt, http.MethodGet, path, nil, "", false)
-		if err != nil {
-			return err
-		}
-		if status != http.StatusNotFound || !bytes.Contains(b, want) {
-			return statusError("GET", path, status, b)
+	return func(ctx context.Context, c *client.Client, _ *rand.Rand) error {
+		_, err := c.Token(ctx, ceilingID)
+		if !errors.Is(err, client.ErrTokenNotFound) {
+			if err == nil {
+				return fmt.Errorf("get %s: found, want %s", ceilingID, ceilingCode)
+			}
+			return callError("get "+ceilingID, err)
 		}
 		return nil
 	}

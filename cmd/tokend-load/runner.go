@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tokend/tokend/client"
 	"github.com/tokend/tokend/migrations"
 )
 
@@ -541,25 +543,39 @@ func (b *bench) fetchProfile(ctx context.Context, op string, secs int) string {
 // the ceiling row measures authenticated requests that reached the handler.
 // Otherwise the row is left out, with a note saying why.
 func (b *bench) probeCeiling(ctx context.Context) {
-	client, tr := newClient(1)
+	hc, tr := newClient(1)
 	defer tr.CloseIdleConnections()
-	err := ceilingRequest(*b.svc)(ctx, client, nil)
-	if err == nil {
-		bad := target{base: b.svc.base, key: "tokend-load-not-a-key"}
-		path := "/v1/tokens/" + ceilingID
-		status, body, derr := do(ctx, client, bad, http.MethodGet, path, nil, "", false)
-		switch {
-		case derr != nil:
-			err = derr
-		case status != http.StatusUnauthorized:
-			err = fmt.Errorf("GET %s with a wrong key: status %d, want 401: %.200s", path, status, body)
-		}
-	}
+	err := b.probeCeilingWith(ctx, hc)
 	if err != nil {
 		b.res.Notes = append(b.res.Notes, "no-lookup ceiling left out, tokend did not answer as expected: "+err.Error())
 		return
 	}
 	b.ceiling = true
+}
+
+func (b *bench) probeCeilingWith(ctx context.Context, hc *http.Client) error {
+	api, err := newAPI(*b.svc, hc)
+	if err != nil {
+		return err
+	}
+	if err := ceilingRequest(*b.svc)(ctx, api, nil); err != nil {
+		return err
+	}
+	bad, err := newAPI(target{base: b.svc.base, key: "tokend-load-not-a-key"}, hc)
+	if err != nil {
+		return err
+	}
+	_, err = bad.Token(ctx, ceilingID)
+	var p *client.Problem
+	switch {
+	case err == nil:
+		return fmt.Errorf("get %s with a wrong key: found, want 401", ceilingID)
+	case !errors.As(err, &p):
+		return fmt.Errorf("get %s with a wrong key: %w", ceilingID, err)
+	case p.Status != http.StatusUnauthorized:
+		return fmt.Errorf("get %s with a wrong key: status %d, want 401", ceilingID, p.Status)
+	}
+	return nil
 }
 
 func joinNote(a, b string) string {
