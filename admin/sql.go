@@ -253,9 +253,9 @@ SELECT count(*) FILTER (WHERE state = 'pending'),
 FROM tokens
 WHERE tenant_id = $1 AND state IN ('pending', 'unknown')`
 
-// Session-level, because a sweep spans many transactions; on the sweeper's
-// own connection, because the lock belongs to the session that took it.
-const (
-	tryLockSQL = `SELECT pg_try_advisory_lock($1)`
-	unlockSQL  = `SELECT pg_advisory_unlock($1)`
-)
+// tryLockSQL takes the sweeper's lock for the guard transaction that holds
+// it while the sweep's batches commit on other connections. A lock scoped to
+// a transaction ends with it, however the sweeper ends, and cannot be left
+// behind on a pooled backend (PgBouncer in transaction mode hands each
+// transaction whichever backend is free), as a session-level lock would be.
+const tryLockSQL = `SELECT pg_try_advisory_xact_lock($1)`

@@ -18,14 +18,11 @@ const DefaultSweepInterval = time.Minute
 // "tokend" in ASCII, then the number of the lock among tokend's.
 const sweeperLockKey int64 = 0x746f6b656e64_0001
 
-// unlockTimeout bounds giving the lock back once a sweep ends, even one ended
-// by its context.
-const unlockTimeout = 5 * time.Second
-
 // SweeperConfig configures a Sweeper.
 type SweeperConfig struct {
-	// Pool is the database to sweep. The sweeper holds one of its
-	// connections while sweeping. Required.
+	// Pool is the database to sweep. While sweeping, the sweeper holds one
+	// of its connections for the lock and runs the batches on another.
+	// Required.
 	Pool *pgxpool.Pool
 	// Interval is the time from the start of one sweep to the start of the
 	// next. Zero means DefaultSweepInterval.
@@ -112,33 +109,24 @@ func (s *Sweeper) Run(ctx context.Context) error {
 	}
 }
 
-// sweepOnce sweeps if no other sweeper holds the lock; ran reports whether it did.
+// sweepOnce sweeps if no other sweeper holds the lock; ran reports whether it
+// did. The lock is held by a guard transaction, open for the sweep and
+// rolled back after it; the batches commit one by one on other connections.
+// The guard takes no transaction id (an advisory lock needs none), so it
+// holds back neither vacuum's horizon for writes nor the event feed.
 func (s *Sweeper) sweepOnce(ctx context.Context) (c counts, ran bool, err error) {
-	conn, err := s.pool.Acquire(ctx)
+	guard, err := s.pool.Begin(ctx)
 	if err != nil {
 		return c, false, fmt.Errorf("admin: sweep: %w", err)
 	}
-	defer conn.Release()
-	if err := conn.QueryRow(ctx, tryLockSQL, sweeperLockKey).Scan(&ran); err != nil {
-		// Whether the lock was taken is unknown: the connection must not go
-		// back to the pool possibly holding it.
-		conn.Conn().Close(context.WithoutCancel(ctx)) //nolint:errcheck // closing is the point
+	defer guard.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // ends the guard, and so the lock
+	if err := guard.QueryRow(ctx, tryLockSQL, sweeperLockKey).Scan(&ran); err != nil {
 		return c, false, fmt.Errorf("admin: sweep: take lock: %w", err)
 	}
 	if !ran {
 		return c, false, nil
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
-		defer cancel()
-		var released bool
-		if err := conn.QueryRow(ctx, unlockSQL, sweeperLockKey).Scan(&released); err != nil || !released {
-			// Closing the session is the other way to release the lock,
-			// and keeps a connection holding it out of the pool.
-			conn.Conn().Close(ctx) //nolint:errcheck // closing is the point
-		}
-	}()
-	run := func() (counts, error) { return sweep(ctx, conn, scope{}, s.opts) }
+	run := func() (counts, error) { return sweep(ctx, s.pool, scope{}, s.opts) }
 	if s.inLock != nil {
 		c, err = s.inLock(ctx, run)
 	} else {

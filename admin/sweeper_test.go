@@ -124,6 +124,14 @@ func TestSweeperOneAtATime(t *testing.T) {
 	if n := e.lockHolders(); n != 1 {
 		t.Errorf("%d sessions hold the sweeper lock while the first sweeps, want 1", n)
 	}
+	// The holder is inside a transaction: the lock ends with it, and a
+	// transaction-pooling proxy cannot strand it on a backend it hands to
+	// someone else between statements.
+	if n := e.count(`SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+		WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+		  AND (l.classid::bigint << 32 | l.objid::bigint) = $1 AND a.xact_start IS NULL`, sweeperLockKey); n != 0 {
+		t.Errorf("%d sessions hold the sweeper lock outside a transaction, want 0", n)
+	}
 	c, ran, err := second.sweepOnce(ctx)
 	if err != nil || ran || c != (counts{}) {
 		t.Errorf("second sweep while the first holds the lock = %+v, ran %v, %v; want skipped", c, ran, err)
