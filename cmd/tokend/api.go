@@ -25,7 +25,9 @@ import (
 // ctx ends or release is called, the server listens for API-key revocations
 // made anywhere and drops its cached resolution of each at once. release
 // stops that and closes the cache.
-func newAPI(ctx context.Context, cfg serveConfig, pool *pgxpool.Pool, keys *token.Keyring, spender *consume.Spender, hooks *dispatch.Dispatcher, log *slog.Logger) (api *httpapi.Server, release func(), err error) {
+// listen is where the API-key watcher LISTENs: pool itself, unless pool goes
+// through a transaction-pooling proxy.
+func newAPI(ctx context.Context, cfg serveConfig, pool, listen *pgxpool.Pool, keys *token.Keyring, spender *consume.Spender, hooks *dispatch.Dispatcher, log *slog.Logger) (api *httpapi.Server, release func(), err error) {
 	m, err := metrics.New(metrics.Config{Pool: pool, Stats: func(ctx context.Context) (metrics.Stats, error) {
 		s, err := admin.Unresolved(ctx, pool)
 		return metrics.Stats(s), err
@@ -96,7 +98,7 @@ func newAPI(ctx context.Context, cfg serveConfig, pool *pgxpool.Pool, keys *toke
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		_ = apikey.Watch(watchCtx, pool, func(keyHash []byte) { api.ForgetKey(watchCtx, keyHash) }, api.ForgetAllKeys, log)
+		_ = apikey.Watch(watchCtx, listen, func(keyHash []byte) { api.ForgetKey(watchCtx, keyHash) }, api.ForgetAllKeys, log)
 	}()
 	closeCache := release
 	release = func() {

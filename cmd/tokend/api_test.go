@@ -56,7 +56,7 @@ func TestDemoOnlyWhenTurnedOn(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			api, release, err := newAPI(t.Context(), cfg, pool, keys, spender, hooks, slog.New(slog.DiscardHandler))
+			api, release, err := newAPI(t.Context(), cfg, pool, pool, keys, spender, hooks, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}

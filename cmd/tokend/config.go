@@ -28,12 +28,29 @@ const (
 // dbConfig is what every subcommand needs: where the database is.
 type dbConfig struct {
 	DatabaseURL string // TOKEND_DATABASE_URL or --database-url; required
+	// Pooling is TOKEND_DATABASE_POOLING: session (default; Postgres itself,
+	// or a pooler in session mode) or transaction (a pooler in transaction
+	// mode, such as PgBouncer's pool_mode = transaction).
+	Pooling string
+	// SessionURL (TOKEND_DATABASE_SESSION_URL) reaches the same database
+	// with a session of its own, for migrations and LISTEN; required with
+	// transaction pooling. Default: DatabaseURL.
+	SessionURL string
+	// MigrationLockTimeout (TOKEND_MIGRATION_LOCK_TIMEOUT) bounds the wait
+	// for a lock while migrating. Default: defaultMigrationLockTimeout.
+	MigrationLockTimeout time.Duration
 }
 
 func (c *dbConfig) bind(fs *flag.FlagSet, env envFlags) {
 	// Flag defaults stay empty: -h prints defaults, and the URL may hold a password.
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "Postgres URL (env TOKEND_DATABASE_URL)")
 	env["database-url"] = "TOKEND_DATABASE_URL"
+	fs.StringVar(&c.Pooling, "database-pooling", poolingSession, "session, or transaction behind a pooler in transaction mode such as PgBouncer's (env TOKEND_DATABASE_POOLING)")
+	env["database-pooling"] = "TOKEND_DATABASE_POOLING"
+	fs.StringVar(&c.SessionURL, "database-session-url", "", "Postgres URL with sessions of their own, for migrations and LISTEN; required with transaction pooling (env TOKEND_DATABASE_SESSION_URL)")
+	env["database-session-url"] = "TOKEND_DATABASE_SESSION_URL"
+	fs.DurationVar(&c.MigrationLockTimeout, "migration-lock-timeout", defaultMigrationLockTimeout, "how long migrating waits for a lock another session holds (env TOKEND_MIGRATION_LOCK_TIMEOUT)")
+	env["migration-lock-timeout"] = "TOKEND_MIGRATION_LOCK_TIMEOUT"
 }
 
 // Validate reports what is wrong with c.
@@ -44,6 +61,23 @@ func (c dbConfig) Validate() error {
 	// pgx redacts the password from its parse errors.
 	if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
 		return fmt.Errorf("TOKEND_DATABASE_URL: %v", err)
+	}
+	switch c.Pooling {
+	case poolingSession, "":
+	case poolingTransaction:
+		if c.SessionURL == "" {
+			return errors.New("TOKEND_DATABASE_POOLING=transaction needs TOKEND_DATABASE_SESSION_URL: migrations and LISTEN need a session of their own, which a transaction-pooling proxy does not give")
+		}
+	default:
+		return fmt.Errorf("TOKEND_DATABASE_POOLING %q: want session or transaction", c.Pooling)
+	}
+	if c.SessionURL != "" {
+		if _, err := pgxpool.ParseConfig(c.SessionURL); err != nil {
+			return fmt.Errorf("TOKEND_DATABASE_SESSION_URL: %v", err)
+		}
+	}
+	if c.MigrationLockTimeout < 0 {
+		return fmt.Errorf("TOKEND_MIGRATION_LOCK_TIMEOUT %s: want a positive duration, e.g. 1m", c.MigrationLockTimeout)
 	}
 	return nil
 }

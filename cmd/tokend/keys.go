@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/cache"
 )
@@ -25,7 +23,7 @@ func createKey(ctx context.Context, args []string, getenv func(string) string, s
 	if err := cfg.Validate("create"); err != nil {
 		return usageError{err}
 	}
-	conn, err := pgx.Connect(ctx, cfg.DatabaseURL)
+	conn, err := cfg.connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -55,7 +53,7 @@ func revokeKey(ctx context.Context, args []string, getenv func(string) string, s
 	if err := cfg.Validate("revoke"); err != nil {
 		return usageError{err}
 	}
-	conn, err := pgx.Connect(ctx, cfg.DatabaseURL)
+	conn, err := cfg.connect(ctx)
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,9 @@ const usage = `usage:
 
 environment (a flag overrides its variable):
   TOKEND_DATABASE_URL          Postgres URL (required)
+  TOKEND_DATABASE_POOLING      session, or transaction behind a transaction-pooling proxy (default session)
+  TOKEND_DATABASE_SESSION_URL  Postgres URL with sessions of their own, for migrations and LISTEN (default the above)
+  TOKEND_MIGRATION_LOCK_TIMEOUT how long migrating waits for a lock another session holds (default 1m)
   TOKEND_SECRET_KEY            serve: at least 32 bytes of random text, token secrets derive from it (required)
   TOKEND_PREVIOUS_SECRET_KEYS  serve: comma-separated former secret keys, after a rotation
   TOKEND_LISTEN                serve: listen address (default 127.0.0.1:8080)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-
-	"github.com/tokend/tokend/migrations"
 )
 
 // migrate applies the schema migrations and says how many it applied, so
@@ -18,7 +16,7 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
 	}
-	n, err := migrations.ApplyURLCount(ctx, cfg.DatabaseURL)
+	n, err := cfg.applyMigrations(ctx)
 	switch {
 	case err != nil:
 		return err

@@ -21,7 +21,6 @@ import (
 	"github.com/tokend/tokend/internal/dispatch"
 	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/internal/logredact"
-	"github.com/tokend/tokend/migrations"
 	"github.com/tokend/tokend/token"
 )
 
@@ -52,10 +51,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	if err := migrations.ApplyURL(ctx, cfg.DatabaseURL); err != nil {
+	if _, err := cfg.applyMigrations(ctx); err != nil {
 		return err
 	}
-	pool, err := newPool(ctx, cfg.DatabaseURL)
+	pool, err := newPool(ctx, cfg.dbConfig, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
@@ -73,7 +72,18 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err != nil {
 		return err
 	}
-	api, closeAPI, err := newAPI(ctx, cfg, pool, keys, spender, hooks, log)
+	// LISTEN needs a session of its own, which a transaction-pooling proxy
+	// does not give: the watcher then connects through the session URL.
+	listen := pool
+	if cfg.Pooling == poolingTransaction {
+		session := cfg.dbConfig
+		session.Pooling = poolingSession
+		if listen, err = newPool(ctx, session, cfg.SessionURL); err != nil {
+			return fmt.Errorf("TOKEND_DATABASE_SESSION_URL: %w", err)
+		}
+		defer listen.Close()
+	}
+	api, closeAPI, err := newAPI(ctx, cfg, pool, listen, keys, spender, hooks, log)
 	if err != nil {
 		return err
 	}
@@ -144,11 +154,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 // newPool opens a pool sized for the machine: spends hold a connection for a
 // whole transaction, so a few per CPU keep the CPUs busy without queueing
 // in Postgres. pool_max_conns and pool_min_conns in the URL take precedence.
-func newPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+func newPool(ctx context.Context, db dbConfig, url string) (*pgxpool.Pool, error) {
 	pc, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, err
 	}
+	db.applyPoolConfig(pc)
 	if !strings.Contains(url, "pool_max_conns") {
 		pc.MaxConns = int32(4 * runtime.GOMAXPROCS(0))
 	}
