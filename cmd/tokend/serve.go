@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/internal/cache"
 	"github.com/tokend/tokend/internal/dispatch"
 	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/internal/logredact"
@@ -44,6 +45,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	slog.SetDefault(log)
 	gin.DefaultWriter = slog.NewLogLogger(log.Handler(), slog.LevelInfo).Writer()
 	gin.DefaultErrorWriter = slog.NewLogLogger(log.Handler(), slog.LevelError).Writer()
+	cache.LogRedisTo(log)
 	// Key ids, never keys: the WARN lines of refused spends name the
 	// retired key's id, to be matched against this line.
 	log.Info("server keys", "current", keys.CurrentKeyID(), "previous", keys.KeyIDs()[1:])
