@@ -31,4 +31,3 @@ func TestRedisLogsAreJSON(t *testing.T) {
 		}
 	}
 }
-
