@@ -32,6 +32,9 @@ FROM revoked`
 
 const listenSQL = `LISTEN ` + revokedChannel
 
+// notifySQL notifies the channel with payload $1.
+const notifySQL = `SELECT pg_notify('` + revokedChannel + `', $1)`
+
 // liveSQL finds a key by its id, as a session that names it does.
 const liveSQL = `
 SELECT true FROM api_keys

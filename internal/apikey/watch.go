@@ -20,7 +20,21 @@ const (
 	watchMaxBackoff = 5 * time.Second
 	watchPingEvery  = 30 * time.Second
 	watchPingWait   = 5 * time.Second
+	// watchProbeWait is how long a self-notification may take to be heard;
+	// watchPollEvery how often cached resolutions are dropped when it was
+	// not.
+	watchProbeWait = 5 * time.Second
+	watchPollEvery = 5 * time.Second
 )
+
+// probePayload is the payload of the self-notification Watch sends once it
+// listens, to check that notifications reach it.
+const probePayload = "probe"
+
+// errNotHeard: Watch listens, but its own notification never came. Behind
+// a transaction-pooling proxy, LISTEN and NOTIFY run on backends of their
+// own and nothing is delivered.
+var errNotHeard = errors.New("a notification sent after LISTEN was not heard")
 
 // Watch tells a process of every API key revoked on pool's database, by
 // Revoke in any process, so it can drop what it caches about the key at once
@@ -35,18 +49,36 @@ const (
 // resolution it holds. A notification whose payload is not a key hash calls
 // reset too. revoked and reset run on Watch's goroutine, one at a time.
 //
+// Once listening, Watch notifies itself and waits for it. When that is not
+// heard (LISTEN through a transaction-pooling proxy hears nothing), it says
+// so at WARN and falls back to calling reset every watchPollEvery, so a
+// revocation reaches the caller's caches within that time.
+//
 // Watch tries again with backoff after every failure, logging it to log
 // (nil: slog.Default()), and returns ctx's error once ctx ends.
 func Watch(ctx context.Context, pool *pgxpool.Pool, revoked func(keyHash []byte), reset func(), log *slog.Logger) error {
-	if log == nil {
-		log = slog.Default()
+	w := watcher{pool: pool, revoked: revoked, reset: reset, log: log,
+		probeWait: watchProbeWait, pollEvery: watchPollEvery,
+		probe: func(ctx context.Context) error {
+			_, err := pool.Exec(ctx, notifySQL, probePayload)
+			return err
+		}}
+	return w.run(ctx)
+}
+
+func (w watcher) run(ctx context.Context) error {
+	if w.log == nil {
+		w.log = slog.Default()
 	}
-	w := watcher{pool: pool, revoked: revoked, reset: reset, log: log}
+	log := w.log
 	backoff := watchMinBackoff
 	for {
 		listened, err := w.listen(ctx)
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if errors.Is(err, errNotHeard) {
+			return w.poll(ctx)
 		}
 		if listened {
 			backoff = watchMinBackoff
@@ -72,6 +104,25 @@ type watcher struct {
 	revoked func(keyHash []byte)
 	reset   func()
 	log     *slog.Logger
+	probe   func(context.Context) error // sends probePayload on the channel
+
+	probeWait, pollEvery time.Duration // watchProbeWait, watchPollEvery
+}
+
+// poll drops every cached resolution every watchPollEvery until ctx ends.
+func (w watcher) poll(ctx context.Context) error {
+	w.log.Warn("api key revocations: LISTEN hears nothing here (a transaction-pooling proxy? set TOKEND_DATABASE_SESSION_URL); "+
+		"dropping cached key resolutions every "+w.pollEvery.String()+" instead", "err", errNotHeard)
+	t := time.NewTicker(w.pollEvery)
+	defer t.Stop()
+	for {
+		w.reset()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // listen listens until the connection fails or ctx ends; listened reports
@@ -93,10 +144,23 @@ func (w watcher) listen(ctx context.Context) (listened bool, err error) {
 		return false, err
 	}
 	w.reset()
-	for {
-		n, err := wait(ctx, conn)
-		if err != nil {
+	if err := w.probe(ctx); err != nil {
+		return true, err
+	}
+	heard, cancel := context.WithTimeout(ctx, w.probeWait)
+	defer cancel()
+	for probed := false; ; {
+		n, err := wait(heard, conn)
+		switch {
+		case !probed && heard.Err() != nil && ctx.Err() == nil:
+			return true, errNotHeard
+		case err != nil:
 			return true, err
+		case !probed && n == probePayload:
+			probed, heard = true, ctx
+			continue
+		case n == probePayload:
+			continue // another instance's probe
 		}
 		h, err := hex.DecodeString(n)
 		if err != nil || len(h) != sha256.Size {

@@ -208,3 +208,30 @@ func TestLive(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchFallsBackToPolling: when Watch's own notification is not heard
+// (LISTEN through a transaction-pooling proxy), it keeps dropping every
+// cached resolution at an interval instead, so revocations still arrive.
+func TestWatchFallsBackToPolling(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	resets := make(chan struct{}, 100)
+	done := make(chan error, 1)
+	go func() {
+		done <- apikey.WatchDeaf(ctx, pool, func() { resets <- struct{}{} }, 50*time.Millisecond, 20*time.Millisecond)
+	}()
+	// One reset on listening, then the polling ones.
+	for i := range 5 {
+		select {
+		case <-resets:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%d resets, then none: no fallback to polling", i)
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Watch = %v, want context.Canceled", err)
+	}
+}
