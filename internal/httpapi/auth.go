@@ -3,7 +3,6 @@ package httpapi
 import (
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -27,7 +26,7 @@ func (s *Server) authenticated(need apikey.Role) gin.HandlerFunc {
 		}
 		c.Set(callerKey, k)
 		if s.limiter != nil {
-			if ok, wait := s.limiter.allow(k.ID, time.Now()); !ok {
+			if ok, wait := s.allow(c.Request.Context(), k.ID); !ok {
 				Abort(c, rateLimited(wait))
 				return
 			}

@@ -1,16 +1,21 @@
 package httpapi
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/tokend/tokend/internal/cache"
 )
 
 // RateLimit bounds how fast one API key may call the API. The zero value
-// means no limit.
+// means no limit. With a cache on Redis (Config.Cache), every instance
+// sharing that Redis draws from one bucket per key; while Redis cannot be
+// asked, each instance limits on its own.
 type RateLimit struct {
 	// PerSecond is the sustained rate allowed per key.
 	PerSecond float64
@@ -73,6 +78,18 @@ func (l *keyLimiter) allow(key string, now time.Time) (bool, time.Duration) {
 		return false, d
 	}
 	return true, 0
+}
+
+// allow takes one request of key's rate: from the bucket in Redis that the
+// whole fleet shares, or, when Redis cannot be asked, from this process's.
+func (s *Server) allow(ctx context.Context, keyID string) (bool, time.Duration) {
+	if s.cache.Status() != cache.StatusOff {
+		ok, wait, err := s.cache.Allow(ctx, keyID, float64(s.limiter.limit), s.limiter.burst)
+		if err == nil {
+			return ok, wait
+		}
+	}
+	return s.limiter.allow(keyID, time.Now())
 }
 
 // rateLimited is errRateLimited with the wait, in whole seconds rounded up.

@@ -4,8 +4,10 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/tokend/tokend/internal/apikey"
+	"github.com/tokend/tokend/internal/cache"
 	"github.com/tokend/tokend/internal/httpapi"
 )
 
@@ -36,5 +38,45 @@ func TestRateLimitPerKey(t *testing.T) {
 	wantProblem(t, res, http.StatusTooManyRequests, "rate_limited")
 	if again, _ := strconv.Atoi(res.header.Get("Retry-After")); again > secs {
 		t.Fatalf("Retry-After grew from %d to %d: refused requests were charged", secs, again)
+	}
+}
+
+// TestRateLimitAcrossInstances: two servers sharing a Redis share each key's
+// bucket, so together they allow the burst once, not once each; with Redis
+// gone, each limits on its own.
+func TestRateLimitAcrossInstances(t *testing.T) {
+	t.Parallel()
+	limit := func(c *httpapi.Config) { c.RateLimit = httpapi.RateLimit{PerSecond: 0.01, Burst: 3} }
+	for _, tc := range []struct {
+		name    string
+		url     string
+		allowed int
+	}{
+		{"shared Redis", testRedisURL(), 3},
+		{"Redis down", "redis://127.0.0.1:1/0", 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			share := withCache(t, tc.url, &observer{}, func(c *cache.Config) { c.Timeout = 200 * time.Millisecond })
+			a := newAPI(t, limit, share)
+			b := newAPIOn(t, a.pool, limit, share)
+			key := a.client()
+			allowed := 0
+			for i := range 12 {
+				srv := a
+				if i%2 == 1 {
+					srv = b
+				}
+				switch res := srv.get(key, "/v1/ledger/accounts/alice"); res.status {
+				case http.StatusOK:
+					allowed++
+				case http.StatusTooManyRequests:
+				default:
+					t.Fatalf("request %d: %d %s", i, res.status, res.body)
+				}
+			}
+			if allowed != tc.allowed {
+				t.Errorf("two servers allowed %d of 12 requests, want %d", allowed, tc.allowed)
+			}
+		})
 	}
 }
