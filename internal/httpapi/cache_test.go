@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tokend/tokend/admin"
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/internal/cache"
@@ -52,9 +54,36 @@ func testRedisURL() string {
 	return "redis://127.0.0.1:6379/0"
 }
 
+// forgetPrefix deletes, once t and its servers are done, what the test
+// left in the test Redis under prefix: the cache's entries and the rate
+// limiter's buckets. It runs last, as the first cleanup registered.
+func forgetPrefix(t *testing.T, prefix string) {
+	t.Cleanup(func() {
+		opt, err := redis.ParseURL(testRedisURL())
+		if err != nil {
+			t.Logf("clean up %s*: %v", prefix, err)
+			return
+		}
+		rdb := redis.NewClient(opt)
+		defer rdb.Close()
+		ctx := context.Background()
+		for _, pattern := range []string{prefix + "*", "rate:" + prefix + "*"} {
+			iter := rdb.Scan(ctx, 0, pattern, 100).Iterator()
+			for iter.Next(ctx) {
+				rdb.Del(ctx, iter.Val())
+			}
+			if err := iter.Err(); err != nil {
+				t.Logf("clean up %s: %v", pattern, err)
+			}
+		}
+	})
+}
+
 // withCache gives the server a cache on url under a prefix of the test's own.
 func withCache(t *testing.T, url string, obs *observer, tune func(*cache.Config)) func(*httpapi.Config) {
-	cfg := cache.Config{URL: url, Prefix: fmt.Sprintf("tokend-test:%s:%d:", t.Name(), time.Now().UnixNano()), Observer: obs}
+	prefix := fmt.Sprintf("tokend-test:%s:%d:", t.Name(), time.Now().UnixNano())
+	forgetPrefix(t, prefix)
+	cfg := cache.Config{URL: url, Prefix: prefix, Observer: obs}
 	if tune != nil {
 		tune(&cfg)
 	}

@@ -24,6 +24,7 @@ func TestCacheForgedEntryIsLoggedWithRequestID(t *testing.T) {
 	obs := &observer{}
 	var logs syncBuffer
 	prefix := fmt.Sprintf("tokend-test:%s:%d:", t.Name(), time.Now().UnixNano())
+	forgetPrefix(t, prefix)
 	c, err := cache.New(cache.Config{URL: testRedisURL(), Prefix: prefix, Observer: obs, Timeout: 2 * time.Second,
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil)), RequestID: httpapi.RequestID})
 	if err != nil {

@@ -97,6 +97,7 @@ func TestCacheReadYourWritesAcrossInstances(t *testing.T) {
 	}
 	url := "redis://" + slowRedis(t, opt.Addr, 25*time.Millisecond) + "/" + strconv.Itoa(opt.DB)
 	prefix := fmt.Sprintf("tokend-test:%s:%d:", t.Name(), time.Now().UnixNano())
+	forgetPrefix(t, prefix)
 	macKey := cache.MACKey([]byte("the server key both instances have"))
 	withShared := func(hc *httpapi.Config) {
 		c, err := cache.New(cache.Config{URL: url, Prefix: prefix, MACKey: macKey, Timeout: 2 * time.Second})
