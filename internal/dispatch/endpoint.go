@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -15,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend/client"
 	"github.com/tokend/tokend/token"
 )
 
@@ -167,17 +167,9 @@ func Redeliver(ctx context.Context, pool *pgxpool.Pool, tenant, id string, after
 	return n, nil
 }
 
-// Delivery is one event owed to an endpoint, and its attempts.
-type Delivery struct {
-	Position      int64           `json:"position"`
-	EventID       string          `json:"event_id"`
-	State         string          `json:"state"` // pending, delivered or failed
-	Attempts      int             `json:"attempts"`
-	NextAttemptAt time.Time       `json:"next_attempt_at"`
-	CreatedAt     time.Time       `json:"created_at"`
-	FinishedAt    *time.Time      `json:"finished_at"`
-	Tries         json.RawMessage `json:"tries"`
-}
+// Delivery is one event owed to an endpoint, and its attempts, in the
+// shape the API answers and the client reads.
+type Delivery = client.WebhookDelivery
 
 // Recent answers the endpoint's latest limit deliveries, newest first.
 func Recent(ctx context.Context, pool *pgxpool.Pool, tenant, id string, limit int) ([]Delivery, error) {
