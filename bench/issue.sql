@@ -31,9 +31,9 @@ WITH pol AS (
             'atomic', 'unknown', 30, '{trace_id}'
     FROM pol WHERE pol.current
     ON CONFLICT (tenant_id, operation, intent_id) DO NOTHING
-    RETURNING tenant_id, id, created_at, expires_at, retain_until
+    RETURNING tenant_id, id, operation, subject, created_at, expires_at, retain_until
 ), ev AS (
-    INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation)
-    SELECT tenant_id, id, 'bench', 'issued', NULL, 'issued', 0 FROM ins
+    INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation)
+    SELECT tenant_id, id, operation, subject, 'bench', 'issued', NULL, 'issued', 0 FROM ins
 )
 SELECT pol.current, ins.created_at, ins.expires_at, ins.retain_until FROM pol LEFT JOIN ins ON true;

@@ -29,7 +29,7 @@ SET state = 'consumed', result_status = 200, finished_at = now(),
 WHERE tenant_id = :tenant
   AND secret_hash = (SELECT sha256(int8send(nextval('bench_spend_seq'))))
   AND state = 'issued'
-RETURNING id AS token_id, generation, 'acct-' || substr(intent_id, 8)::bigint % :accounts AS account \gset
+RETURNING id AS token_id, generation, subject, 'acct-' || substr(intent_id, 8)::bigint % :accounts AS account \gset
 WITH a AS (
     INSERT INTO ledger_accounts AS la (tenant_id, account, balance)
     VALUES (:tenant, :account, 1)
@@ -40,6 +40,6 @@ WITH a AS (
 )
 INSERT INTO ledger_entries (tenant_id, token_id, account, amount)
 SELECT :tenant, :token_id, :account, 1 FROM a;
-INSERT INTO token_events (tenant_id, token_id, actor, kind, from_state, to_state, generation)
-VALUES (:tenant, :token_id, 'bench', 'spend', 'issued', 'consumed', :generation);
+INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation, outcome_status)
+VALUES (:tenant, :token_id, 'ledger.credit', :subject, 'bench', 'spend', 'issued', 'consumed', :generation, 200);
 END;
