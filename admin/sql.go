@@ -39,10 +39,10 @@ WITH u AS (
     SET state = $3, result_status = $4, result_body = $5, finished_at = now(), lease_expires_at = NULL,
         retain_until = greatest(retain_until, now() + make_interval(secs => retention_seconds))
     WHERE tenant_id = $1 AND id = $2 AND state = 'unknown'
-    RETURNING ` + inspect.Columns + `
+    RETURNING ` + inspect.Columns + `, CASE WHEN event_outcome THEN result_body END AS body
 ), ev AS (
-    INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation, outcome_status, detail)
-    SELECT tenant_id, id, operation, subject, $6, $7, 'unknown', $3, generation, result_status, jsonb_build_object('status', $4::integer)
+    INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation, outcome_status, outcome_body, detail)
+    SELECT tenant_id, id, operation, subject, $6, $7, 'unknown', $3, generation, result_status, body, jsonb_build_object('status', $4::integer)
     FROM u
 )
 SELECT ` + inspect.Columns + ` FROM u`

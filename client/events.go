@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"iter"
 	"net/http"
 	"net/url"
@@ -22,10 +23,13 @@ type FeedEvent struct {
 	Actor     string `json:"actor"`
 	From      *State `json:"from_state"` // nil for the issue
 	// To is the state after the change; "purged" when the token was deleted.
-	To            State     `json:"to_state"`
-	Generation    int64     `json:"generation"`
-	OutcomeStatus *int      `json:"outcome_status"` // the status of the outcome this change stored
-	At            time.Time `json:"at"`
+	To            State `json:"to_state"`
+	Generation    int64 `json:"generation"`
+	OutcomeStatus *int  `json:"outcome_status"` // the status of the outcome this change stored
+	// Outcome is the stored outcome body, when the operation was declared
+	// with Policy.EventOutcome; null otherwise.
+	Outcome json.RawMessage `json:"outcome"`
+	At      time.Time       `json:"at"`
 }
 
 // EventPage is one read of the event feed.

@@ -221,6 +221,9 @@ type Policy struct {
 	MaxTTLSeconds    int      `json:"max_ttl_seconds,omitempty"`
 	RetentionSeconds int      `json:"retention_seconds,omitempty"`
 	IgnoredFields    []string `json:"ignored_fields,omitempty"`
+	// EventOutcome puts the stored outcome body in the events (feed and
+	// webhooks) of tokens issued under this declaration.
+	EventOutcome bool `json:"event_outcome,omitempty"`
 }
 
 // Operation is a declared operation: its name and its policy.

@@ -25,10 +25,10 @@ WITH u AS (
     SET state = $3, result_status = $4, result_body = $5, finished_at = now(),
         retain_until = greatest(retain_until, now() + make_interval(secs => retention_seconds))
     WHERE tenant_id = $1 AND id = $2
-    RETURNING tenant_id, id, operation, subject, generation, result_status
+    RETURNING tenant_id, id, operation, subject, generation, result_status, CASE WHEN event_outcome THEN result_body END AS body
 )
-INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation, outcome_status)
-SELECT tenant_id, id, operation, subject, $6, $7, $8, $3, generation, result_status FROM u`
+INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation, outcome_status, outcome_body)
+SELECT tenant_id, id, operation, subject, $6, $7, $8, $3, generation, result_status, body FROM u`
 
 // lapseSQL parks a pending token whose lease ran out, for an operator.
 const lapseSQL = `
@@ -64,10 +64,10 @@ WITH u AS (
     SET state = $4, result_status = $5, result_body = $6, finished_at = now(), lease_expires_at = NULL,
         retain_until = greatest(retain_until, now() + make_interval(secs => retention_seconds))
     WHERE tenant_id = $1 AND id = $2 AND state = 'pending' AND generation = $3
-    RETURNING tenant_id, id, operation, subject, generation, result_status
+    RETURNING tenant_id, id, operation, subject, generation, result_status, CASE WHEN event_outcome THEN result_body END AS body
 )
-INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation, outcome_status)
-SELECT tenant_id, id, operation, subject, $7, $8, 'pending', $4, generation, result_status FROM u`
+INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation, outcome_status, outcome_body)
+SELECT tenant_id, id, operation, subject, $7, $8, 'pending', $4, generation, result_status, body FROM u`
 
 // reportUnknownSQL parks a pending token for an operator.
 const reportUnknownSQL = `

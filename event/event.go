@@ -2,6 +2,7 @@ package event
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -37,7 +38,10 @@ type Event struct {
 	// OutcomeStatus is the status of the outcome stored by this change,
 	// nil when it stored none.
 	OutcomeStatus *int
-	At            time.Time
+	// Outcome is the stored outcome body, for operations declared with
+	// EventOutcome; nil otherwise.
+	Outcome json.RawMessage
+	At      time.Time
 }
 
 // DefaultLimit and MaxLimit bound a page of the feed.
@@ -141,7 +145,7 @@ func read(ctx context.Context, q querier, tenant string, after int64, limit int)
 		var from *string
 		var to string
 		err := row.Scan(&e.Position, &e.ID, &e.TokenID, &e.Operation, &e.Subject, &e.Type, &e.Actor,
-			&from, &to, &e.Generation, &e.OutcomeStatus, &e.At)
+			&from, &to, &e.Generation, &e.OutcomeStatus, &e.Outcome, &e.At)
 		if from != nil {
 			s := token.State(*from)
 			e.From = &s

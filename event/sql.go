@@ -37,7 +37,7 @@ RETURNING pos - $2::bigint`
 // readSQL is one page of the feed.
 const readSQL = `
 SELECT pos, event_id, token_id, coalesce(operation, ''), coalesce(subject, ''), kind, actor,
-       from_state, to_state, generation, outcome_status, at
+       from_state, to_state, generation, outcome_status, outcome_body, at
 FROM token_events
 WHERE tenant_id = $1 AND pos > $2
 ORDER BY pos

@@ -339,7 +339,7 @@ func (c *candidate) insert(ctx context.Context, q operation.Querier) (Issued, bo
 		r.Tenant, c.id, r.Operation, r.IntentID, r.Subject,
 		c.secret.Hash(), c.nonce, c.keyID, c.fingerprint, c.digest,
 		r.TTLSeconds, c.policy.RetentionSeconds, r.Actor, c.policy.Version,
-		c.policy.Mode, c.policy.OnLeaseExpiry, c.policy.LeaseSeconds, c.policy.IgnoredFields,
+		c.policy.Mode, c.policy.OnLeaseExpiry, c.policy.LeaseSeconds, c.policy.IgnoredFields, c.policy.EventOutcome,
 	).Scan(&current, &createdAt, &expiresAt, &retainUntil)
 	switch {
 	case err != nil:

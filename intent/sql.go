@@ -3,7 +3,7 @@ package intent
 // insertSQL claims an intent and records the issue event in one statement,
 // provided the policy the candidate was built under ($14, its Version) is
 // still the operation's: policies come from an in-process cache. The token
-// keeps a copy of that policy ($12, $15 to $18), which is what its spends,
+// keeps a copy of that policy ($12, $15 to $19), which is what its spends,
 // lease grants and replays go by. It returns one row: whether the policy was
 // current, and the times when a token was inserted (NULL when the intent was
 // taken or the policy changed).
@@ -21,11 +21,11 @@ WITH pol AS (
     INSERT INTO tokens (tenant_id, id, operation, intent_id, subject,
                         secret_hash, secret_nonce, secret_key_id, fingerprint, payload_digest,
                         ttl_seconds, retention_seconds, state, expires_at, retain_until,
-                        mode, on_lease_expiry, lease_seconds, ignored_fields)
+                        mode, on_lease_expiry, lease_seconds, ignored_fields, event_outcome)
     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::integer, $12::integer, 'issued',
            now() + make_interval(secs => $11::integer),
            now() + make_interval(secs => $11::integer + $12::integer),
-           $15, $16, $17, $18
+           $15, $16, $17, $18, $19
     FROM pol WHERE pol.current
     ON CONFLICT (tenant_id, operation, intent_id) DO NOTHING
     RETURNING tenant_id, id, operation, subject, created_at, expires_at, retain_until

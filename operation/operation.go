@@ -73,6 +73,9 @@ type Policy struct {
 	MaxTTLSeconds    int          // longest token ttl; default DefaultMaxTTLSeconds
 	RetentionSeconds int          // how long past expiry an intent is remembered; default DefaultRetentionSeconds
 	IgnoredFields    []string     // payload fields left out of the digest, e.g. "trace_id"
+	// EventOutcome puts the stored outcome body in the events (feed and
+	// webhooks) of the tokens issued under this declaration. Default off.
+	EventOutcome bool
 	// Version is set by Put and read back by Get: a number no other
 	// declaration has had, 0 for a built-in default. Put ignores it.
 	Version int64

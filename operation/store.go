@@ -18,15 +18,15 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-const policyColumns = `name, mode, on_lease_expiry, lease_seconds, max_ttl_seconds, retention_seconds, ignored_fields, version`
+const policyColumns = `name, mode, on_lease_expiry, lease_seconds, max_ttl_seconds, retention_seconds, ignored_fields, event_outcome, version`
 
 const getSQL = `SELECT ` + policyColumns + ` FROM operations WHERE tenant_id = $1 AND name = $2`
 
 const listSQL = `SELECT ` + policyColumns + ` FROM operations WHERE tenant_id = $1 ORDER BY name`
 
 const putSQL = `
-INSERT INTO operations (tenant_id, name, mode, on_lease_expiry, lease_seconds, max_ttl_seconds, retention_seconds, ignored_fields)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO operations (tenant_id, name, mode, on_lease_expiry, lease_seconds, max_ttl_seconds, retention_seconds, ignored_fields, event_outcome)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (tenant_id, name) DO UPDATE SET
     mode = EXCLUDED.mode,
     on_lease_expiry = EXCLUDED.on_lease_expiry,
@@ -34,6 +34,7 @@ ON CONFLICT (tenant_id, name) DO UPDATE SET
     max_ttl_seconds = EXCLUDED.max_ttl_seconds,
     retention_seconds = EXCLUDED.retention_seconds,
     ignored_fields = EXCLUDED.ignored_fields,
+    event_outcome = EXCLUDED.event_outcome,
     updated_at = now(),
     version = nextval('operation_versions')
 RETURNING version`
@@ -122,7 +123,7 @@ func Put(ctx context.Context, q Querier, tenant string, p Policy, h Handlers) (P
 	if p.Mode == Atomic && (h == nil || !h.Has(p.Name)) {
 		return Policy{}, fmt.Errorf("%w: this server has no Go handler for %s; declare it in lease mode", ErrNotRunnable, p.Name)
 	}
-	err := q.QueryRow(ctx, putSQL, tenant, p.Name, p.Mode, p.OnLeaseExpiry, p.LeaseSeconds, p.MaxTTLSeconds, p.RetentionSeconds, p.IgnoredFields).Scan(&p.Version)
+	err := q.QueryRow(ctx, putSQL, tenant, p.Name, p.Mode, p.OnLeaseExpiry, p.LeaseSeconds, p.MaxTTLSeconds, p.RetentionSeconds, p.IgnoredFields, p.EventOutcome).Scan(&p.Version)
 	if err != nil {
 		return Policy{}, fmt.Errorf("operation: put %q: %w", p.Name, err)
 	}
@@ -131,7 +132,7 @@ func Put(ctx context.Context, q Querier, tenant string, p Policy, h Handlers) (P
 
 func scan(row pgx.Row) (Policy, error) {
 	var p Policy
-	err := row.Scan(&p.Name, &p.Mode, &p.OnLeaseExpiry, &p.LeaseSeconds, &p.MaxTTLSeconds, &p.RetentionSeconds, &p.IgnoredFields, &p.Version)
+	err := row.Scan(&p.Name, &p.Mode, &p.OnLeaseExpiry, &p.LeaseSeconds, &p.MaxTTLSeconds, &p.RetentionSeconds, &p.IgnoredFields, &p.EventOutcome, &p.Version)
 	return p, err
 }
 

@@ -77,18 +77,20 @@ type Delivery struct {
 
 // Event is a token event, as the feed (GET /v1/events) tells it.
 type Event struct {
-	ID            string    `json:"id"`
-	Position      int64     `json:"position"`
-	Type          string    `json:"type"`
-	TokenID       string    `json:"token_id"`
-	Operation     string    `json:"operation"`
-	Subject       string    `json:"subject"`
-	Actor         string    `json:"actor"`
-	From          *string   `json:"from_state"`
-	To            string    `json:"to_state"`
-	Generation    int64     `json:"generation"`
-	OutcomeStatus *int      `json:"outcome_status"`
-	At            time.Time `json:"at"`
+	ID            string  `json:"id"`
+	Position      int64   `json:"position"`
+	Type          string  `json:"type"`
+	TokenID       string  `json:"token_id"`
+	Operation     string  `json:"operation"`
+	Subject       string  `json:"subject"`
+	Actor         string  `json:"actor"`
+	From          *string `json:"from_state"`
+	To            string  `json:"to_state"`
+	Generation    int64   `json:"generation"`
+	OutcomeStatus *int    `json:"outcome_status"`
+	// Outcome is the stored outcome body, when the operation opted in.
+	Outcome json.RawMessage `json:"outcome"`
+	At      time.Time       `json:"at"`
 }
 
 // MaxBody bounds what Receive reads of a delivery.

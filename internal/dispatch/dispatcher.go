@@ -196,7 +196,7 @@ func (d *Dispatcher) claim(ctx context.Context) ([]claimed, error) {
 		e := &c.event
 		err := r.Scan(&c.tenant, &c.endpoint, &c.pos, &c.attempt, &c.url, &c.nonce, &c.keyID,
 			&e.ID, &e.Type, &e.TokenID, &e.Operation, &e.Subject, &e.Actor, &e.From, &e.To,
-			&e.Generation, &e.OutcomeStatus, &e.At)
+			&e.Generation, &e.OutcomeStatus, &e.Outcome, &e.At)
 		e.Position = c.pos
 		return c, err
 	})

@@ -100,7 +100,7 @@ WITH due AS (
 )
 SELECT l.tenant_id, l.endpoint_id, l.pos, l.attempts, w.url, w.secret_nonce, w.secret_key_id,
        e.event_id, e.kind, e.token_id, coalesce(e.operation, ''), coalesce(e.subject, ''), e.actor,
-       e.from_state, e.to_state, e.generation, e.outcome_status, e.at
+       e.from_state, e.to_state, e.generation, e.outcome_status, e.outcome_body, e.at
 FROM leased l
 JOIN webhook_endpoints w ON w.tenant_id = l.tenant_id AND w.id = l.endpoint_id
 JOIN token_events e ON e.tenant_id = l.tenant_id AND e.pos = l.pos`

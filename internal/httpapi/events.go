@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
@@ -23,18 +24,19 @@ const eventPollInterval = 200 * time.Millisecond
 
 // feedEventView is one event of GET /v1/events.
 type feedEventView struct {
-	ID            string       `json:"id"`
-	Position      int64        `json:"position"`
-	Type          string       `json:"type"`
-	TokenID       string       `json:"token_id"`
-	Operation     string       `json:"operation"`
-	Subject       string       `json:"subject"`
-	Actor         string       `json:"actor"`
-	From          *token.State `json:"from_state"`
-	To            token.State  `json:"to_state"`
-	Generation    int64        `json:"generation"`
-	OutcomeStatus *int         `json:"outcome_status"`
-	At            string       `json:"at"`
+	ID            string          `json:"id"`
+	Position      int64           `json:"position"`
+	Type          string          `json:"type"`
+	TokenID       string          `json:"token_id"`
+	Operation     string          `json:"operation"`
+	Subject       string          `json:"subject"`
+	Actor         string          `json:"actor"`
+	From          *token.State    `json:"from_state"`
+	To            token.State     `json:"to_state"`
+	Generation    int64           `json:"generation"`
+	OutcomeStatus *int            `json:"outcome_status"`
+	Outcome       json.RawMessage `json:"outcome"` // null unless the operation opted in
+	At            string          `json:"at"`
 }
 
 // feedPage is the answer of GET /v1/events. NextCursor is where the next
@@ -117,7 +119,7 @@ func (s *Server) listEvents(c *gin.Context) {
 			ID: e.ID, Position: e.Position, Type: e.Type, TokenID: e.TokenID,
 			Operation: e.Operation, Subject: e.Subject, Actor: e.Actor,
 			From: e.From, To: e.To, Generation: e.Generation,
-			OutcomeStatus: e.OutcomeStatus, At: timestamp(e.At),
+			OutcomeStatus: e.OutcomeStatus, Outcome: e.Outcome, At: timestamp(e.At),
 		})
 		page.NextCursor = strconv.FormatInt(e.Position, 10)
 	}

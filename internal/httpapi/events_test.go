@@ -1,8 +1,10 @@
 package httpapi_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,18 +13,19 @@ import (
 
 type feedPage struct {
 	Items []struct {
-		ID            string  `json:"id"`
-		Position      int64   `json:"position"`
-		Type          string  `json:"type"`
-		TokenID       string  `json:"token_id"`
-		Operation     string  `json:"operation"`
-		Subject       string  `json:"subject"`
-		Actor         string  `json:"actor"`
-		Generation    int64   `json:"generation"`
-		At            string  `json:"at"`
-		From          *string `json:"from_state"`
-		To            string  `json:"to_state"`
-		OutcomeStatus *int    `json:"outcome_status"`
+		ID            string          `json:"id"`
+		Position      int64           `json:"position"`
+		Type          string          `json:"type"`
+		TokenID       string          `json:"token_id"`
+		Operation     string          `json:"operation"`
+		Subject       string          `json:"subject"`
+		Actor         string          `json:"actor"`
+		Generation    int64           `json:"generation"`
+		At            string          `json:"at"`
+		From          *string         `json:"from_state"`
+		To            string          `json:"to_state"`
+		OutcomeStatus *int            `json:"outcome_status"`
+		Outcome       json.RawMessage `json:"outcome"`
 	} `json:"items"`
 	NextCursor string `json:"next_cursor"`
 }
@@ -131,4 +134,73 @@ func TestEventFeedRefusesBadQueries(t *testing.T) {
 	if res := a.get("", "/v1/events"); res.status != http.StatusUnauthorized {
 		t.Errorf("without a key = %d, want 401", res.status)
 	}
+}
+
+// TestEventFeedOutcomeOptIn: an operation declared with event_outcome puts
+// the stored outcome body in its tokens' events, as spends replay it; one
+// without shows none. Tokens keep the choice they were issued under.
+func TestEventFeedOutcomeOptIn(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	key, op := a.client(), a.operator()
+	spend := func(intentID string) issued {
+		tok := a.issue(key, intentID, `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":300,"payload":{"account":"acc_1","amount":5}}`)
+		res := a.post(key, "/v1/tokens/consume", fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"user-1","payload":{"account":"acc_1","amount":5}}`, tok.Token))
+		if res.status != http.StatusOK {
+			t.Fatalf("spend = %d %s", res.status, res.body)
+		}
+		tok.raw = res
+		return tok
+	}
+	plain := spend("order-1") // issued before the opt-in
+	if res := a.do(request{method: http.MethodPut, path: "/v1/admin/operations/ledger.credit", key: op,
+		body: `{"mode":"atomic","ignored_fields":["trace_id"],"event_outcome":true}`}); res.status != http.StatusOK || !strings.Contains(string(res.body), `"event_outcome":true`) {
+		t.Fatalf("declare with event_outcome = %d %s", res.status, res.body)
+	}
+	opted := spend("order-2")
+
+	var outcomes = map[string]string{}
+	for _, e := range a.readFeedRaw(t, key, 4) {
+		if e.Type == "spend" {
+			outcomes[e.TokenID] = string(e.Outcome)
+		}
+	}
+	if got := outcomes[plain.ID]; got != "null" {
+		t.Errorf("spend event of a token issued without the opt-in: outcome %s, want null", got)
+	}
+	if got, want := outcomes[opted.ID], string(opted.raw.body); got != want {
+		t.Errorf("spend event of an opted-in token: outcome %s, want the stored body %s", got, want)
+	}
+}
+
+type rawFeedEvent struct {
+	TokenID string          `json:"token_id"`
+	Type    string          `json:"type"`
+	Outcome json.RawMessage `json:"outcome"`
+}
+
+// readFeedRaw follows key's feed from the start until it holds want events.
+func (a *api) readFeedRaw(t *testing.T, key string, want int) []rawFeedEvent {
+	t.Helper()
+	var all []rawFeedEvent
+	cursor := "0"
+	for deadline := time.Now().Add(30 * time.Second); len(all) < want; {
+		if time.Now().After(deadline) {
+			t.Fatalf("feed: %d of %d events after 30s", len(all), want)
+		}
+		res := a.get(key, "/v1/events?after="+cursor)
+		var p struct {
+			Items      []rawFeedEvent `json:"items"`
+			NextCursor string         `json:"next_cursor"`
+		}
+		if err := json.Unmarshal(res.body, &p); err != nil || res.status != http.StatusOK {
+			t.Fatalf("GET /v1/events = %d %s", res.status, res.body)
+		}
+		all = append(all, p.Items...)
+		cursor = p.NextCursor
+		if len(p.Items) == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return all
 }

@@ -19,7 +19,7 @@ func TestOperationsAdmin(t *testing.T) {
 
 	put := a.do(request{method: http.MethodPut, path: "/v1/admin/operations/pay.card", key: op,
 		body: `{"mode":"lease","on_lease_expiry":"takeover","lease_seconds":60,"ignored_fields":["trace_id"]}`})
-	want := `{"name":"pay.card","mode":"lease","on_lease_expiry":"takeover","lease_seconds":60,"max_ttl_seconds":3600,"retention_seconds":86400,"ignored_fields":["trace_id"]}`
+	want := `{"name":"pay.card","mode":"lease","on_lease_expiry":"takeover","lease_seconds":60,"max_ttl_seconds":3600,"retention_seconds":86400,"ignored_fields":["trace_id"],"event_outcome":false}`
 	if put.status != http.StatusOK || string(put.body) != want {
 		t.Errorf("PUT = %d %s\nwant 200 %s", put.status, put.body, want)
 	}

@@ -18,6 +18,7 @@ type policyFields struct {
 	MaxTTLSeconds    int                    `json:"max_ttl_seconds"`
 	RetentionSeconds int                    `json:"retention_seconds"`
 	IgnoredFields    []string               `json:"ignored_fields"`
+	EventOutcome     bool                   `json:"event_outcome"`
 }
 
 type policyView struct {
@@ -37,6 +38,7 @@ func viewPolicy(p operation.Policy) policyView {
 		MaxTTLSeconds:    p.MaxTTLSeconds,
 		RetentionSeconds: p.RetentionSeconds,
 		IgnoredFields:    ignored,
+		EventOutcome:     p.EventOutcome,
 	}}
 }
 
@@ -101,6 +103,7 @@ func (s *Server) putOperation(c *gin.Context) {
 		MaxTTLSeconds:    f.MaxTTLSeconds,
 		RetentionSeconds: f.RetentionSeconds,
 		IgnoredFields:    f.IgnoredFields,
+		EventOutcome:     f.EventOutcome,
 	}, s.spender.Handlers())
 	if err != nil {
 		Abort(c, err)
