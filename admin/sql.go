@@ -1,10 +1,15 @@
 package admin
 
-import "github.com/tokend/tokend/inspect"
+import (
+	"fmt"
 
-// Every statement here is a constant: request data only ever reaches the
-// database as parameters. Times are the database clock's, so every instance
-// and the sweeper agree on what has expired.
+	"github.com/tokend/tokend/inspect"
+)
+
+// Every statement here is constant text, or filled in at init from one:
+// request data only ever reaches the database as parameters. Times are the
+// database clock's, so every instance and the sweeper agree on what has
+// expired.
 
 // lockStateSQL tells why a conditional transition matched no row, with the
 // state every read reports (inspect.StateExpr): an issued token past its
@@ -196,28 +201,17 @@ SELECT count(*) FROM del`
 // position has not been offered to the feed yet; nor do events a webhook
 // delivery still owes, or that an enabled endpoint has yet to be offered.
 // A live token keeps its whole trail, which its operator record shows.
-const deleteEventsSQL = `
-WITH due AS (
-    SELECT e.tenant_id, e.token_id, e.seq FROM token_events e
-    WHERE e.pos IS NOT NULL AND e.at < now() - make_interval(secs => $2)
-      AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.tenant_id = e.tenant_id AND t.id = e.token_id)
-      AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d
-                      WHERE d.tenant_id = e.tenant_id AND d.pos = e.pos AND d.state = 'pending')
-      AND NOT EXISTS (SELECT 1 FROM webhook_endpoints w
-                      WHERE w.tenant_id = e.tenant_id AND w.enabled AND w.feed_pos < e.pos)
-    LIMIT $1
-    FOR UPDATE SKIP LOCKED
-), del AS (
-    DELETE FROM token_events e USING due
-    WHERE e.tenant_id = due.tenant_id AND e.token_id = due.token_id AND e.seq = due.seq
-    RETURNING 1
+var (
+	deleteEventsSQL       = fmt.Sprintf(deleteEventsText, "")
+	deleteEventsTenantSQL = fmt.Sprintf(deleteEventsText, "e.tenant_id = $3 AND")
 )
-SELECT count(*) FROM del`
 
-const deleteEventsTenantSQL = `
+// deleteEventsText is both forms of deleteEventsSQL, the one-tenant form
+// with its tenant filter in the %s.
+const deleteEventsText = `
 WITH due AS (
     SELECT e.tenant_id, e.token_id, e.seq FROM token_events e
-    WHERE e.tenant_id = $3 AND e.pos IS NOT NULL AND e.at < now() - make_interval(secs => $2)
+    WHERE %s e.pos IS NOT NULL AND e.at < now() - make_interval(secs => $2)
       AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.tenant_id = e.tenant_id AND t.id = e.token_id)
       AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d
                       WHERE d.tenant_id = e.tenant_id AND d.pos = e.pos AND d.state = 'pending')
