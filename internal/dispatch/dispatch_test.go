@@ -135,19 +135,29 @@ func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int64 {
 	return n
 }
 
+// hooked is a test's database, keyring and consumer, with an endpoint of
+// tenant "a" registered for it (of types, all when none) and the consumer
+// holding its secret. down starts the consumer answering 503.
+func hooked(t *testing.T, down bool, path string, types ...string) (*pgxpool.Pool, *token.Keyring, *consumer, dispatch.Endpoint) {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	keys := keyring(t)
+	c := newConsumer(t, pool)
+	c.down.Store(down)
+	ep, secret, err := dispatch.Create(context.Background(), pool, keys, nil, "a", dispatch.NewEndpoint{URL: c.srv.URL + path, EventTypes: types})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.secret.Store(secret)
+	return pool, keys, c, ep
+}
+
 // TestEveryEventDeliveredAndAppliedOnce: signed deliveries of a tenant's
 // events reach its endpoint, and only its; the consumer applies each once.
 func TestEveryEventDeliveredAndAppliedOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := pgtest.NewPool(t)
-	keys := keyring(t)
-	c := newConsumer(t, pool)
-	ep, secret, err := dispatch.Create(ctx, pool, keys, nil, "a", dispatch.NewEndpoint{URL: c.srv.URL + "/hook"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.secret.Store(secret)
+	pool, keys, c, ep := hooked(t, false, "/hook")
 	writeEvents(t, pool, "a", 20)
 	writeEvents(t, pool, "b", 5) // another tenant's: never sent to a's endpoint
 	d := newDispatcher(t, dispatch.Config{Pool: pool, Keys: keys, Batch: 7})
@@ -162,6 +172,7 @@ func TestEveryEventDeliveredAndAppliedOnce(t *testing.T) {
 		t.Errorf("refused deliveries: %v", c.bad)
 	}
 	// The secret is not stored anywhere.
+	secret := c.secret.Load().(string)
 	if n := count(t, pool, `SELECT count(*) FROM webhook_endpoints WHERE position($1::bytea IN secret_nonce) > 0 OR url LIKE '%' || $2 || '%'`, []byte(secret), secret); n != 0 {
 		t.Error("the signing secret is stored")
 	}
@@ -175,16 +186,7 @@ func TestEveryEventDeliveredAndAppliedOnce(t *testing.T) {
 // wait and retry; once it is back, every event is applied once.
 func TestReceiverDownCatchesUp(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	pool := pgtest.NewPool(t)
-	keys := keyring(t)
-	c := newConsumer(t, pool)
-	c.down.Store(true)
-	_, secret, err := dispatch.Create(ctx, pool, keys, nil, "a", dispatch.NewEndpoint{URL: c.srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.secret.Store(secret)
+	pool, keys, c, _ := hooked(t, true, "")
 	writeEvents(t, pool, "a", 10)
 	d := newDispatcher(t, dispatch.Config{Pool: pool, Keys: keys, BackoffBase: time.Millisecond, BackoffMax: 20 * time.Millisecond})
 	until(t, d, func() bool { return c.got.Load() >= 50 }) // several attempts each
@@ -207,14 +209,7 @@ func TestReceiverDownCatchesUp(t *testing.T) {
 func TestLostRecordIsRedelivered(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := pgtest.NewPool(t)
-	keys := keyring(t)
-	c := newConsumer(t, pool)
-	_, secret, err := dispatch.Create(ctx, pool, keys, nil, "a", dispatch.NewEndpoint{URL: c.srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.secret.Store(secret)
+	pool, keys, c, _ := hooked(t, false, "")
 	writeEvents(t, pool, "a", 3)
 	cfg := dispatch.Config{Pool: pool, Keys: keys, Lease: time.Hour}
 	dying := newDispatcher(t, cfg)
@@ -253,15 +248,7 @@ func TestLostRecordIsRedelivered(t *testing.T) {
 func TestDeliveriesPastMaxAgeFail(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := pgtest.NewPool(t)
-	keys := keyring(t)
-	c := newConsumer(t, pool)
-	c.down.Store(true)
-	ep, secret, err := dispatch.Create(ctx, pool, keys, nil, "a", dispatch.NewEndpoint{URL: c.srv.URL, EventTypes: []string{"spend"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.secret.Store(secret)
+	pool, keys, c, ep := hooked(t, true, "", "spend")
 	writeEvents(t, pool, "a", 4)
 	d := newDispatcher(t, dispatch.Config{Pool: pool, Keys: keys, MaxAge: 100 * time.Millisecond,
 		BackoffBase: time.Millisecond, BackoffMax: 10 * time.Millisecond})
@@ -290,15 +277,7 @@ func TestDeliveriesPastMaxAgeFail(t *testing.T) {
 func TestFailingEndpointIsDisabled(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := pgtest.NewPool(t)
-	keys := keyring(t)
-	c := newConsumer(t, pool)
-	c.down.Store(true)
-	ep, secret, err := dispatch.Create(ctx, pool, keys, nil, "a", dispatch.NewEndpoint{URL: c.srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.secret.Store(secret)
+	pool, keys, c, ep := hooked(t, true, "")
 	writeEvents(t, pool, "a", 4)
 	d := newDispatcher(t, dispatch.Config{Pool: pool, Keys: keys, DisableAfter: 100 * time.Millisecond,
 		BackoffBase: time.Millisecond, BackoffMax: 10 * time.Millisecond})
