@@ -69,3 +69,35 @@ func TestPurgeKeepsEventsUntilTheirRetention(t *testing.T) {
 		t.Errorf("live token: %d events left, want its %d", n, liveTrail)
 	}
 }
+
+// TestPurgeDeletesFinishedDeliveries: webhook deliveries that finished
+// longer ago than the event retention go, with their attempts; pending ones
+// and recent ones stay.
+func TestPurgeDeletesFinishedDeliveries(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.exec(`INSERT INTO webhook_endpoints (tenant_id, id, url, secret_nonce, secret_key_id, feed_pos)
+		VALUES ($1, 'whe_1', 'https://hooks.example/', '\x00', 'k', 0)`, tenant)
+	for pos, row := range []struct {
+		state string
+		age   string
+	}{{"delivered", "8 days"}, {"failed", "8 days"}, {"delivered", "1 hour"}, {"pending", "8 days"}} {
+		e.exec(`INSERT INTO webhook_deliveries (tenant_id, endpoint_id, pos, event_id, state, finished_at, created_at)
+			VALUES ($1, 'whe_1', $2::bigint, 'evt_'||$2::text, $3::text, CASE WHEN $3::text <> 'pending' THEN now() - $4::interval END, now() - $4::interval)`,
+			tenant, int64(pos+1), row.state, row.age)
+		e.exec(`INSERT INTO webhook_attempts (tenant_id, endpoint_id, pos, attempt, duration_ms) VALUES ($1, 'whe_1', $2, 1, 5)`, tenant, int64(pos+1))
+	}
+	if _, err := Purge(ctx, e.pool, PurgeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count(`SELECT count(*) FROM webhook_deliveries`); n != 2 {
+		t.Errorf("%d deliveries left, want the recent and the pending one", n)
+	}
+	if n := e.count(`SELECT count(*) FROM webhook_attempts`); n != 2 {
+		t.Errorf("%d attempts left, want those of the 2 deliveries kept", n)
+	}
+	if n := e.count(`SELECT count(*) FROM webhook_deliveries WHERE state = 'pending' OR finished_at > now() - interval '1 day'`); n != 2 {
+		t.Errorf("the kept deliveries are not the pending and the recent one")
+	}
+}

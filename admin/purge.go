@@ -63,7 +63,9 @@ func (o PurgeOptions) Validate() error {
 //   - consumed, failed, revoked and expired tokens whose retention has passed
 //     are deleted, and their intents with them: the same intent ID then
 //     issues a new token. Their events stay, with a last "purged" one;
-//   - events past the event retention whose token is gone are deleted.
+//   - events past the event retention whose token is gone are deleted, and
+//     so are webhook deliveries, with their attempts, that finished longer
+//     ago than the event retention.
 //
 // Pending and unknown tokens are never expired or deleted, however old.
 //
@@ -89,7 +91,7 @@ type scope struct {
 
 // counts is what a sweep did.
 type counts struct {
-	lapsed, expired, purged, events int64
+	lapsed, expired, purged, events, deliveries int64
 }
 
 // sweep runs the steps of Purge on db, a pool or the sweeper's connection.
@@ -101,11 +103,11 @@ func sweep(ctx context.Context, db Querier, s scope, opts PurgeOptions) (counts,
 	opts.BatchSize = cmp.Or(opts.BatchSize, DefaultBatchSize)
 	opts.Actor = cmp.Or(opts.Actor, DefaultActor)
 	opts.EventRetention = cmp.Or(opts.EventRetention, DefaultEventRetention)
-	lapse, expire, del, delEvents := lapseSQL, expireSQL, deleteSQL, deleteEventsSQL
+	lapse, expire, del, delEvents, delDeliveries := lapseSQL, expireSQL, deleteSQL, deleteEventsSQL, deleteDeliveriesSQL
 	args := []any{opts.BatchSize}
 	eventArgs := []any{opts.BatchSize, opts.EventRetention.Seconds()}
 	if s.one {
-		lapse, expire, del, delEvents = lapseTenantSQL, expireTenantSQL, deleteTenantSQL, deleteEventsTenantSQL
+		lapse, expire, del, delEvents, delDeliveries = lapseTenantSQL, expireTenantSQL, deleteTenantSQL, deleteEventsTenantSQL, deleteDeliveriesTenantSQL
 		args = append(args, s.tenant)
 		eventArgs = append(eventArgs, s.tenant)
 	}
@@ -124,6 +126,9 @@ func sweep(ctx context.Context, db Querier, s scope, opts PurgeOptions) (counts,
 	}
 	if c.events, err = batches(ctx, db, opts, nil, delEvents, eventArgs...); err != nil {
 		return c, fmt.Errorf("admin: purge: delete events: %w", err)
+	}
+	if c.deliveries, err = batches(ctx, db, opts, nil, delDeliveries, eventArgs...); err != nil {
+		return c, fmt.Errorf("admin: purge: delete webhook deliveries: %w", err)
 	}
 	return c, nil
 }

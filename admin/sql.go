@@ -206,6 +206,27 @@ var (
 	deleteEventsTenantSQL = fmt.Sprintf(deleteEventsText, "e.tenant_id = $3 AND")
 )
 
+// deleteDeliveriesText deletes finished webhook deliveries (delivered, or
+// failed for good) that finished longer ago than the event retention ($2
+// seconds), with their attempts (ON DELETE CASCADE). Pending ones stay.
+const deleteDeliveriesText = `
+WITH due AS (
+    SELECT tenant_id, endpoint_id, pos FROM webhook_deliveries
+    WHERE %s state <> 'pending' AND finished_at < now() - make_interval(secs => $2)
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+), del AS (
+    DELETE FROM webhook_deliveries d USING due
+    WHERE d.tenant_id = due.tenant_id AND d.endpoint_id = due.endpoint_id AND d.pos = due.pos
+    RETURNING 1
+)
+SELECT count(*) FROM del`
+
+var (
+	deleteDeliveriesSQL       = fmt.Sprintf(deleteDeliveriesText, "")
+	deleteDeliveriesTenantSQL = fmt.Sprintf(deleteDeliveriesText, "tenant_id = $3 AND")
+)
+
 // deleteEventsText is both forms of deleteEventsSQL, the one-tenant form
 // with its tenant filter in the %s.
 const deleteEventsText = `
