@@ -9,9 +9,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/inspect"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
@@ -45,13 +45,12 @@ func newEnvOn(t *testing.T, pool *pgxpool.Pool) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handlers := consume.NewRegistry()
-	ledger.Register(handlers)
+	handlers := ledger.Handlers()
 	s, err := consume.New(consume.Config{Handlers: handlers, Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, pool: pool, issuer: intent.NewIssuer(keys), spender: s}
+	e := &env{t: t, pool: pool, issuer: intent.NewIssuer(keys, intent.WithHandlers(handlers)), spender: s}
 	for _, tn := range []string{tenant, other} {
 		for op, policy := range map[string]operation.ExpiryPolicy{payOp: operation.OnExpiryUnknown, takeoverOp: operation.OnExpiryTakeover} {
 			p := operation.Policy{Name: op, Mode: operation.Lease, OnLeaseExpiry: policy, LeaseSeconds: 60}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tokend/tokend/internal/ledger"
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/token"
 )
 

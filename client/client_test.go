@@ -15,11 +15,12 @@ import (
 
 	"github.com/tokend/tokend/client"
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/contract"
 	"github.com/tokend/tokend/internal/httpapi"
-	"github.com/tokend/tokend/internal/ledger"
+	"github.com/tokend/tokend/internal/ledgerapi"
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/token"
 )
@@ -39,15 +40,15 @@ func newTokend(t *testing.T) *tokend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handlers := consume.NewRegistry()
-	ledger.Register(handlers)
+	handlers := ledger.Handlers()
 	spender, err := consume.New(consume.Config{Handlers: handlers, Keys: keyring})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv, err := httpapi.New(httpapi.Config{
-		Pool: pool, Issuer: intent.NewIssuer(keyring), Spender: spender,
+		Pool: pool, Issuer: intent.NewIssuer(keyring, intent.WithHandlers(handlers)), Spender: spender,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Mounts: []httpapi.Mount{ledgerapi.Mount(pool)},
 	})
 	if err != nil {
 		t.Fatal(err)

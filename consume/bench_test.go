@@ -15,9 +15,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/httpapi"
-	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/token"
 )
@@ -36,13 +36,12 @@ func newSpendBench(b *testing.B) *spendBench {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := consume.NewRegistry()
-	ledger.Register(h)
+	h := ledger.Handlers()
 	s, err := consume.New(consume.Config{Handlers: h, Keys: keys})
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &spendBench{pool: pgtest.NewPool(b), issuer: intent.NewIssuer(keys), spender: s}
+	return &spendBench{pool: pgtest.NewPool(b), issuer: intent.NewIssuer(keys, intent.WithHandlers(h)), spender: s}
 }
 
 // issue issues n ledger.credit tokens with 8 goroutines (untimed setup; the

@@ -1,12 +1,17 @@
 package consume
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tokend/tokend/operation"
 )
 
 // ErrInvalidPayload is returned (wrapped) by a handler that rejects its input
@@ -86,20 +91,70 @@ func (f HandlerFunc) Execute(ctx context.Context, tx pgx.Tx, c Call) (Outcome, e
 	return f(ctx, tx, c)
 }
 
-// Registry maps operation names to handlers. It is safe for concurrent use.
+// Registry maps operation names to handlers, and holds the program's
+// built-in operations. It is safe for concurrent use, and it is the
+// operation.Handlers of operation's Put, Get, List and Delete.
 type Registry struct {
-	mu sync.RWMutex
-	m  map[string]Handler
+	mu       sync.RWMutex
+	m        map[string]Handler
+	builtins map[string]operation.Policy
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{m: map[string]Handler{}} }
+func NewRegistry() *Registry {
+	return &Registry{m: map[string]Handler{}, builtins: map[string]operation.Policy{}}
+}
 
 // Register makes h the handler of operation, replacing any earlier one.
+// Tenants declare the operation before issuing its tokens.
 func (r *Registry) Register(operation string, h Handler) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.m[operation] = h
+	delete(r.builtins, operation)
+}
+
+// RegisterBuiltin makes h the handler of p.Name and declares it for every
+// tenant in atomic mode with policy p (zero fields take their defaults),
+// until a tenant declares its own; a tenant cannot take it out of atomic
+// mode or delete it. It panics on a policy that fails validation or names
+// another mode: built-ins are fixed when the program is written.
+func (r *Registry) RegisterBuiltin(p operation.Policy, h Handler) {
+	p.Mode = cmp.Or(p.Mode, operation.Atomic)
+	p = p.WithDefaults()
+	if err := p.Validate(); err != nil {
+		panic(fmt.Sprintf("consume: RegisterBuiltin: %v", err))
+	}
+	if p.Mode != operation.Atomic {
+		panic(fmt.Sprintf("consume: RegisterBuiltin: %s: a built-in runs in atomic mode, not %s", p.Name, p.Mode))
+	}
+	p.IgnoredFields = slices.Clone(p.IgnoredFields)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.m[p.Name] = h
+	r.builtins[p.Name] = p
+}
+
+// Builtin returns the default policy of a built-in operation.
+func (r *Registry) Builtin(name string) (operation.Policy, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	p, ok := r.builtins[name]
+	p.IgnoredFields = slices.Clone(p.IgnoredFields)
+	return p, ok
+}
+
+// Builtins returns the default policies of the built-in operations, by name.
+func (r *Registry) Builtins() []operation.Policy {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]operation.Policy, 0, len(r.builtins))
+	for _, name := range slices.Sorted(maps.Keys(r.builtins)) {
+		p := r.builtins[name]
+		p.IgnoredFields = slices.Clone(p.IgnoredFields)
+		out = append(out, p)
+	}
+	return out
 }
 
 // Has reports whether operation has a handler, and so can be declared atomic.

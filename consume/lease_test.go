@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
 )

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
 )
@@ -31,8 +31,7 @@ func keyring(t *testing.T, current string, previous ...string) *token.Keyring {
 // spenderWith is e's Spender, with keys instead of e's keyring.
 func (e *env) spenderWith(keys *token.Keyring) *consume.Spender {
 	e.t.Helper()
-	h := consume.NewRegistry()
-	ledger.Register(h)
+	h := ledger.Handlers()
 	s, err := consume.New(consume.Config{Handlers: h, Keys: keys})
 	if err != nil {
 		e.t.Fatal(err)
@@ -152,7 +151,7 @@ func TestSpendAfterRotation(t *testing.T) {
 	old := e.issue(ledger.Credit, "bob", credit("bob", 2))
 
 	rotated := keyring(t, newKey, oldKey)
-	e.issuer, e.spender = intent.NewIssuer(rotated), e.spenderWith(rotated)
+	e.issuer, e.spender = intent.NewIssuer(rotated, intent.WithHandlers(e.spender.Handlers())), e.spenderWith(rotated)
 	fresh := e.issue(ledger.Credit, "bob", credit("bob", 3))
 	for _, tc := range []struct {
 		is     intent.Issued

@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
@@ -52,7 +52,7 @@ func newEnvWith(t *testing.T, cfg consume.Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, pool: pgtest.NewPool(t), issuer: intent.NewIssuer(keys), spender: s}
+	return &env{t: t, pool: pgtest.NewPool(t), issuer: intent.NewIssuer(keys, intent.WithHandlers(s.Handlers())), spender: s}
 }
 
 func (e *env) issue(op, subject string, payload any) intent.Issued {

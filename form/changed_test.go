@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/form"
-	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/token"
 )
 

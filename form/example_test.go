@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/form"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/token"
 )
 
@@ -67,15 +67,14 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	handlers := consume.NewRegistry()
-	ledger.Register(handlers)
+	handlers := ledger.Handlers()
 	spender, err := consume.New(consume.Config{Handlers: handlers, Keys: keys})
 	if err != nil {
 		log.Fatal(err)
 	}
 
 	topup, err := form.New(form.Config{
-		Pool: pool, Issuer: intent.NewIssuer(keys), Spender: spender,
+		Pool: pool, Issuer: intent.NewIssuer(keys, intent.WithHandlers(handlers)), Spender: spender,
 		Tenant: "shop", Operation: ledger.Credit,
 		// The amount is typed as text; the ledger wants an integer.
 		Payload: func(fields url.Values) ([]byte, error) {

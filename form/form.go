@@ -39,7 +39,7 @@ type Config struct {
 	Spender *consume.Spender
 	// Tenant owns the tokens. Required.
 	Tenant string
-	// Operation is what a submit does, for example ledger.credit. It must be
+	// Operation is what a submit does, for example checkout.submit. It must be
 	// an atomic operation: its effect is the handler's, in the spend's
 	// transaction. Required.
 	Operation string

@@ -22,9 +22,9 @@ import (
 
 	"github.com/tokend/tokend/admin"
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/form"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
@@ -68,7 +68,7 @@ func newEnvWith(t *testing.T, cfg consume.Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{pool: pgtest.NewPool(t), issuer: intent.NewIssuer(keys), spender: spender}
+	e := &env{pool: pgtest.NewPool(t), issuer: intent.NewIssuer(keys, intent.WithHandlers(spender.Handlers())), spender: spender}
 	if _, err := operation.Put(t.Context(), e.pool, tenant, operation.Policy{Name: echoOp, Mode: operation.Atomic}, spender.Handlers()); err != nil {
 		t.Fatal(err)
 	}

@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/form"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/token"
 )
 
@@ -32,13 +32,12 @@ func TestHandlerRetiredKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handlers := consume.NewRegistry()
-	ledger.Register(handlers)
+	handlers := ledger.Handlers()
 	spender, err := consume.New(consume.Config{Handlers: handlers, Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := form.New(form.Config{Pool: e.pool, Issuer: intent.NewIssuer(keys), Spender: spender, Tenant: tenant, Operation: ledger.Credit, Payload: creditPayload})
+	p, err := form.New(form.Config{Pool: e.pool, Issuer: intent.NewIssuer(keys, intent.WithHandlers(handlers)), Spender: spender, Tenant: tenant, Operation: ledger.Credit, Payload: creditPayload})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/tokend/tokend/admin"
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/inspect"
-	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/token"
 )
 

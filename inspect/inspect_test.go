@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/inspect"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
@@ -32,13 +32,12 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handlers := consume.NewRegistry()
-	ledger.Register(handlers)
+	handlers := ledger.Handlers()
 	spender, err := consume.New(consume.Config{Handlers: handlers, Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{pool: pgtest.NewPool(t), issuer: intent.NewIssuer(keys), spender: spender}
+	return &env{pool: pgtest.NewPool(t), issuer: intent.NewIssuer(keys, intent.WithHandlers(handlers)), spender: spender}
 }
 
 func (e *env) issue(t *testing.T, tenant, op, subject, payload string) intent.Issued {

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/token"
@@ -33,7 +34,7 @@ func BenchmarkIssue(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	is := intent.NewIssuer(keys)
+	is := intent.NewIssuer(keys, intent.WithHandlers(ledger.Handlers()))
 	ctx := context.Background()
 	var n atomic.Int64
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/token"
 )
@@ -24,7 +25,10 @@ func ExampleIssuer_Issue() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	issued, err := intent.NewIssuer(keys).Issue(ctx, pool, intent.Request{
+	// The program's handlers; their built-in operations, like the example
+	// ledger's ledger.credit, are issued without a declaration.
+	issuer := intent.NewIssuer(keys, intent.WithHandlers(ledger.Handlers()))
+	issued, err := issuer.Issue(ctx, pool, intent.Request{
 		Tenant:     "shop",
 		Operation:  "ledger.credit",
 		IntentID:   "render-7f3a", // kept on retry, new for a new intent

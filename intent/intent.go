@@ -105,25 +105,30 @@ type Issuer struct {
 	// policies spares each issue a policy lookup; insertSQL checks the
 	// cached policy's version, so a stale one is never used.
 	policies *operation.Cache
-	payloads Validator // nil: payloads are only checked to be JSON
+	handlers Handlers // nil: no built-ins; payloads are only checked to be JSON
 }
 
-// Validator checks, before a token is issued, the payload an atomic
-// operation's handler would get: it returns an error (wrapping
-// consume.ErrInvalidPayload) when the handler would refuse it, so that a
-// token that could never be spent is never issued. *consume.Registry is one;
-// it asks the operation's handler, if that handler can tell.
-type Validator interface {
+// Handlers is what an Issuer needs of the program's handlers:
+// *consume.Registry is one.
+type Handlers interface {
+	// operation.Handlers gives the built-in operations, issued without a
+	// declaration of the tenant's own.
+	operation.Handlers
+	// Validate checks, before a token is issued, the payload an atomic
+	// operation's handler would get: it returns an error (wrapping
+	// consume.ErrInvalidPayload) when the handler would refuse it, so that a
+	// token that could never be spent is never issued.
 	Validate(operation string, payload []byte) error
 }
 
 // Option configures an Issuer.
 type Option func(*Issuer)
 
-// WithValidator has the Issuer refuse, with ErrInvalidRequest, a payload v
-// refuses for an operation in atomic mode. tokend serve passes its handlers.
-func WithValidator(v Validator) Option {
-	return func(is *Issuer) { is.payloads = v }
+// WithHandlers has the Issuer issue h's built-in operations, and refuse,
+// with ErrInvalidRequest, a payload h refuses for an operation in atomic
+// mode. tokend serve passes its handlers.
+func WithHandlers(h Handlers) Option {
+	return func(is *Issuer) { is.handlers = h }
 }
 
 // NewIssuer returns an Issuer deriving secrets under keys.
@@ -216,14 +221,14 @@ func (is *Issuer) prepare(ctx context.Context, q operation.Querier, req Request)
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	p, err := is.policies.Get(ctx, q, req.Tenant, req.Operation)
+	p, err := is.policies.Get(ctx, q, req.Tenant, req.Operation, is.handlers)
 	if err != nil {
 		return nil, err
 	}
 	if req.TTLSeconds > p.MaxTTLSeconds {
 		// A refusal is an answer too: make sure it is not the cache's.
 		is.policies.Forget(req.Tenant, req.Operation)
-		if p, err = is.policies.Get(ctx, q, req.Tenant, req.Operation); err != nil {
+		if p, err = is.policies.Get(ctx, q, req.Tenant, req.Operation, is.handlers); err != nil {
 			return nil, err
 		}
 	}
@@ -234,8 +239,8 @@ func (is *Issuer) prepare(ctx context.Context, q operation.Querier, req Request)
 	if c.digest, c.fingerprint, err = fingerprint(req, p.IgnoredFields); err != nil {
 		return nil, err
 	}
-	if req.Payload != nil && p.Mode == operation.Atomic && is.payloads != nil {
-		if err := is.payloads.Validate(req.Operation, req.Payload); err != nil {
+	if req.Payload != nil && p.Mode == operation.Atomic && is.handlers != nil {
+		if err := is.handlers.Validate(req.Operation, req.Payload); err != nil {
 			return nil, fmt.Errorf("%w: payload: %w", ErrInvalidRequest, err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/operation"
@@ -26,7 +27,7 @@ func newIssuer(t *testing.T) *intent.Issuer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return intent.NewIssuer(keys)
+	return intent.NewIssuer(keys, intent.WithHandlers(ledger.Handlers()))
 }
 
 func request(key string) intent.Request {

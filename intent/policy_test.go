@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
@@ -205,7 +205,7 @@ func TestIssueRetryKeepsPolicyItWasIssuedUnder(t *testing.T) {
 			if _, err := pool.Exec(ctx, `UPDATE tokens SET state = 'consumed' WHERE id = $1`, first.Token.ID); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := operation.Delete(ctx, pool, tenant, req.Operation); err != nil {
+			if _, err := operation.Delete(ctx, pool, tenant, req.Operation, nil); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -238,7 +238,7 @@ func TestIssueValidatesPayload(t *testing.T) {
 	}
 	handlers := consume.NewRegistry()
 	ledger.Register(handlers)
-	is := intent.NewIssuer(keys, intent.WithValidator(handlers))
+	is := intent.NewIssuer(keys, intent.WithHandlers(handlers))
 
 	bad := request("bad")
 	bad.Payload = []byte(`{"account":"alice","amount":"10"}`)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/token"
@@ -23,7 +24,7 @@ func issuerWith(t *testing.T, current string, previous ...string) *intent.Issuer
 	if err != nil {
 		t.Fatal(err)
 	}
-	return intent.NewIssuer(k)
+	return intent.NewIssuer(k, intent.WithHandlers(ledger.Handlers()))
 }
 
 // TestReissueAfterKeyRetirement: an intent whose token derives from a key

@@ -1,5 +1,8 @@
 // Package migrations holds tokend's schema as versioned SQL files embedded in
 // the binary, applied with tern.
+//
+// A program that embeds tokend keeps its own tables in a Set of its own,
+// applied after tokend's, as the example ledger does.
 package migrations
 
 import (
@@ -17,64 +20,52 @@ import (
 //go:embed *.sql
 var files embed.FS
 
-// VersionTable is where the applied schema version is recorded.
+// VersionTable is where the applied version of tokend's schema is recorded.
 const VersionTable = "tokend_schema_version"
 
-// Apply brings the database behind conn to the newest schema version. tern
-// holds an advisory lock while migrating, so several tokend processes starting
-// together apply each migration once.
-func Apply(ctx context.Context, conn *pgx.Conn) error {
-	_, err := ApplyCount(ctx, conn)
-	return err
+// Schema is tokend's own migration set.
+var Schema = Set{Files: files, VersionTable: VersionTable}
+
+// Set is a migration set: SQL files named NNN_name.sql, applied in order,
+// each once, with the applied version recorded in VersionTable.
+type Set struct {
+	Files        fs.FS
+	VersionTable string
 }
 
-// ApplyCount is Apply, and says how many migrations it applied: zero when
-// the schema was already at the newest version, or another process brought
-// it there first.
-func ApplyCount(ctx context.Context, conn *pgx.Conn) (applied int, err error) {
-	m, err := migrate.NewMigrator(ctx, conn, VersionTable)
+// Apply brings the database behind conn to s's newest version, and says
+// how many migrations it applied: zero when the schema was already at the
+// newest version, or another process brought it there first. tern holds an
+// advisory lock while migrating, so several processes starting together
+// apply each migration once.
+func (s Set) Apply(ctx context.Context, conn *pgx.Conn) (applied int, err error) {
+	m, err := migrate.NewMigrator(ctx, conn, s.VersionTable)
 	if err != nil {
-		return 0, fmt.Errorf("migrations: %w", err)
+		return 0, fmt.Errorf("migrations: %s: %w", s.VersionTable, err)
 	}
-	if err := m.LoadMigrations(files); err != nil {
-		return 0, fmt.Errorf("migrations: load: %w", err)
+	if err := m.LoadMigrations(s.Files); err != nil {
+		return 0, fmt.Errorf("migrations: %s: load: %w", s.VersionTable, err)
 	}
 	// Counted as tern starts each one, under its lock: a migration another
 	// process applied first is not counted here.
 	m.OnStart = func(int32, string, string, string) { applied++ }
 	if err := m.Migrate(ctx); err != nil {
-		return applied, fmt.Errorf("migrations: apply: %w", err)
+		return applied, fmt.Errorf("migrations: %s: apply: %w", s.VersionTable, err)
 	}
 	return applied, nil
 }
 
-// ApplyURL connects to url, applies the migrations and disconnects.
-func ApplyURL(ctx context.Context, url string) error {
-	_, err := ApplyURLCount(ctx, url)
-	return err
-}
-
-// ApplyURLCount is ApplyURL, and says how many migrations it applied, as
-// ApplyCount does.
-func ApplyURLCount(ctx context.Context, url string) (applied int, err error) {
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		return 0, fmt.Errorf("migrations: connect: %w", err)
-	}
-	defer conn.Close(ctx)
-	return ApplyCount(ctx, conn)
-}
-
-// Checksum is a hex SHA-256 over the names and contents of the embedded
-// migration files: two binaries with the same Checksum build the same schema.
-func Checksum() (string, error) {
-	entries, err := fs.ReadDir(files, ".")
+// Checksum is a hex SHA-256 over the names and contents of s's files: two
+// binaries with the same Checksum build the same schema.
+func (s Set) Checksum() (string, error) {
+	entries, err := fs.ReadDir(s.Files, ".")
 	if err != nil {
 		return "", fmt.Errorf("migrations: %w", err)
 	}
 	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00", s.VersionTable)
 	for _, e := range entries { // ReadDir sorts by name
-		b, err := fs.ReadFile(files, e.Name())
+		b, err := fs.ReadFile(s.Files, e.Name())
 		if err != nil {
 			return "", fmt.Errorf("migrations: %w", err)
 		}
@@ -83,3 +74,46 @@ func Checksum() (string, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
+
+// Apply brings the database behind conn to tokend's newest schema version.
+func Apply(ctx context.Context, conn *pgx.Conn) error {
+	_, err := Schema.Apply(ctx, conn)
+	return err
+}
+
+// ApplyCount is Apply, and says how many migrations it applied, as
+// Set.Apply does.
+func ApplyCount(ctx context.Context, conn *pgx.Conn) (applied int, err error) {
+	return Schema.Apply(ctx, conn)
+}
+
+// ApplyURL connects to url, applies tokend's migrations and disconnects.
+func ApplyURL(ctx context.Context, url string) error {
+	_, err := ApplyURLCount(ctx, url)
+	return err
+}
+
+// ApplyURLCount is ApplyURL, and says how many migrations it applied, as
+// Set.Apply does. The sets are applied in order, on one connection; none
+// given means tokend's schema alone.
+func ApplyURLCount(ctx context.Context, url string, sets ...Set) (applied int, err error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return 0, fmt.Errorf("migrations: connect: %w", err)
+	}
+	defer conn.Close(ctx)
+	if len(sets) == 0 {
+		sets = []Set{Schema}
+	}
+	for _, s := range sets {
+		n, err := s.Apply(ctx, conn)
+		applied += n
+		if err != nil {
+			return applied, err
+		}
+	}
+	return applied, nil
+}
+
+// Checksum is tokend's schema's Set.Checksum.
+func Checksum() (string, error) { return Schema.Checksum() }

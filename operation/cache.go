@@ -34,8 +34,8 @@ type cacheKey struct{ tenant, name string }
 func NewCache() *Cache { return &Cache{m: map[cacheKey]Policy{}} }
 
 // Get returns tenant's policy for operation name from the cache, or else
-// reads it with Get and caches it.
-func (c *Cache) Get(ctx context.Context, q Querier, tenant, name string) (Policy, error) {
+// reads it with Get and caches it. A Cache is used with one Handlers.
+func (c *Cache) Get(ctx context.Context, q Querier, tenant, name string, h Handlers) (Policy, error) {
 	k := cacheKey{tenant, name}
 	c.mu.RLock()
 	p, ok := c.m[k]
@@ -43,7 +43,7 @@ func (c *Cache) Get(ctx context.Context, q Querier, tenant, name string) (Policy
 	if ok {
 		return clonePolicy(p), nil
 	}
-	p, err := Get(ctx, q, tenant, name)
+	p, err := Get(ctx, q, tenant, name, h)
 	if err != nil {
 		return Policy{}, err
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 
 	"github.com/tokend/tokend/token"
 )
@@ -58,10 +57,24 @@ var (
 	ErrInUse = errors.New("operation: in use")
 )
 
-// Handlers tells which operations this server has a Go handler for, the
-// only ones it can declare in atomic mode. *consume.Registry is one.
+// Handlers is what this package needs of the program's Go handlers:
+// which operations it can run in atomic mode, and its built-in operations,
+// declared for every tenant with a default policy until the tenant
+// declares its own. *consume.Registry is one. A nil Handlers has neither.
 type Handlers interface {
 	Has(name string) bool
+	// Builtin returns the default policy of a built-in operation.
+	Builtin(name string) (Policy, bool)
+	// Builtins returns the default policies of every built-in operation.
+	Builtins() []Policy
+}
+
+// builtin is h.Builtin, false for a nil h.
+func builtin(h Handlers, name string) (Policy, bool) {
+	if h == nil {
+		return Policy{}, false
+	}
+	return h.Builtin(name)
 }
 
 // Policy is one operation's declaration.
@@ -118,7 +131,7 @@ func (p Policy) Validate() error {
 	const maxSeconds = 10 * 365 * 86400
 	switch {
 	case !ValidName(p.Name):
-		return fmt.Errorf("%w: name %q: want lowercase dotted words like ledger.credit", ErrInvalid, p.Name)
+		return fmt.Errorf("%w: name %q: want lowercase dotted words like checkout.submit", ErrInvalid, p.Name)
 	case p.Mode != Atomic && p.Mode != Lease:
 		return fmt.Errorf("%w: mode %q: want atomic or lease", ErrInvalid, p.Mode)
 	case p.OnLeaseExpiry != OnExpiryUnknown && p.OnLeaseExpiry != OnExpiryTakeover:
@@ -141,21 +154,4 @@ func (p Policy) Validate() error {
 		}
 	}
 	return nil
-}
-
-// Builtin returns the default policy of an operation tokend ships a handler
-// for; such operations are declared for every tenant until one overrides them.
-func Builtin(name string) (Policy, bool) {
-	i := slices.IndexFunc(builtins, func(p Policy) bool { return p.Name == name })
-	if i < 0 {
-		return Policy{}, false
-	}
-	p := builtins[i]
-	p.IgnoredFields = slices.Clone(p.IgnoredFields)
-	return p, true
-}
-
-var builtins = []Policy{
-	Policy{Name: "ledger.credit", Mode: Atomic, IgnoredFields: []string{"trace_id"}}.WithDefaults(),
-	Policy{Name: "ledger.debit", Mode: Atomic, IgnoredFields: []string{"trace_id"}}.WithDefaults(),
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/operation"
@@ -52,21 +54,26 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// ledgerHandlers stands for a server with the ledger's handlers registered.
-var ledgerHandlers = handlerSet{"ledger.credit", "ledger.debit"}
-
-type handlerSet []string
-
-func (h handlerSet) Has(name string) bool { return slices.Contains(h, name) }
+// builtins stands for a program with two built-in operations, as tokend
+// serve has the example ledger's.
+var builtins = func() *consume.Registry {
+	r := consume.NewRegistry()
+	noop := consume.HandlerFunc(func(context.Context, pgx.Tx, consume.Call) (consume.Outcome, error) {
+		return consume.Outcome{Status: 200}, nil
+	})
+	r.RegisterBuiltin(operation.Policy{Name: "shop.credit", IgnoredFields: []string{"trace_id"}}, noop)
+	r.RegisterBuiltin(operation.Policy{Name: "shop.debit", IgnoredFields: []string{"trace_id"}}, noop)
+	return r
+}()
 
 func TestStore(t *testing.T) {
 	t.Parallel()
 	pool, ctx := pgtest.NewPool(t), context.Background()
 
-	if p, err := operation.Get(ctx, pool, "acme", "ledger.credit"); err != nil || p.Mode != operation.Atomic {
+	if p, err := operation.Get(ctx, pool, "acme", "shop.credit", builtins); err != nil || p.Mode != operation.Atomic {
 		t.Fatalf("built-in = %+v, %v", p, err)
 	}
-	if _, err := operation.Get(ctx, pool, "acme", "payment.capture"); !errors.Is(err, operation.ErrUnknown) {
+	if _, err := operation.Get(ctx, pool, "acme", "payment.capture", builtins); !errors.Is(err, operation.ErrUnknown) {
 		t.Fatalf("undeclared: %v, want ErrUnknown", err)
 	}
 	put, err := operation.Put(ctx, pool, "acme", operation.Policy{Name: "payment.capture", Mode: operation.Lease, OnLeaseExpiry: operation.OnExpiryTakeover}, nil)
@@ -76,30 +83,30 @@ func TestStore(t *testing.T) {
 	if put.LeaseSeconds != operation.DefaultLeaseSeconds || put.RetentionSeconds != operation.DefaultRetentionSeconds {
 		t.Fatalf("defaults not applied: %+v", put)
 	}
-	got, err := operation.Get(ctx, pool, "acme", "payment.capture")
+	got, err := operation.Get(ctx, pool, "acme", "payment.capture", builtins)
 	if err != nil || got.OnLeaseExpiry != operation.OnExpiryTakeover || got.Mode != operation.Lease {
 		t.Fatalf("get = %+v, %v", got, err)
 	}
 	// Declarations are per tenant.
-	if _, err := operation.Get(ctx, pool, "other", "payment.capture"); !errors.Is(err, operation.ErrUnknown) {
+	if _, err := operation.Get(ctx, pool, "other", "payment.capture", builtins); !errors.Is(err, operation.ErrUnknown) {
 		t.Fatalf("other tenant sees it: %v", err)
 	}
 	// A tenant may override a built-in; List shows each name once.
-	if _, err := operation.Put(ctx, pool, "acme", operation.Policy{Name: "ledger.credit", Mode: operation.Atomic, MaxTTLSeconds: 60}, ledgerHandlers); err != nil {
+	if _, err := operation.Put(ctx, pool, "acme", operation.Policy{Name: "shop.credit", Mode: operation.Atomic, MaxTTLSeconds: 60}, builtins); err != nil {
 		t.Fatal(err)
 	}
-	list, err := operation.List(ctx, pool, "acme")
+	list, err := operation.List(ctx, pool, "acme", builtins)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var names []string
 	for _, p := range list {
 		names = append(names, p.Name)
-		if p.Name == "ledger.credit" && p.MaxTTLSeconds != 60 {
+		if p.Name == "shop.credit" && p.MaxTTLSeconds != 60 {
 			t.Fatalf("override not listed: %+v", p)
 		}
 	}
-	if got, want := strings.Join(names, ","), "ledger.credit,ledger.debit,payment.capture"; got != want {
+	if got, want := strings.Join(names, ","), "payment.capture,shop.credit,shop.debit"; got != want {
 		t.Fatalf("list = %s, want %s", got, want)
 	}
 	if _, err := operation.Put(ctx, pool, "acme", operation.Policy{Name: "Bad Name"}, nil); !errors.Is(err, operation.ErrInvalid) {
@@ -107,7 +114,7 @@ func TestStore(t *testing.T) {
 	}
 	// A name no declaration can have is unknown, whatever its bytes.
 	for _, name := range []string{"pay\x00ment", "pay\xffment", "Bad Name"} {
-		if _, err := operation.Get(ctx, pool, "acme", name); !errors.Is(err, operation.ErrUnknown) {
+		if _, err := operation.Get(ctx, pool, "acme", name, builtins); !errors.Is(err, operation.ErrUnknown) {
 			t.Errorf("Get(%q) = %v, want ErrUnknown", name, err)
 		}
 	}
@@ -123,19 +130,19 @@ func TestPutRefusesWhatCannotRun(t *testing.T) {
 		wantMode operation.Mode
 	}{
 		{"atomic without a handler", operation.Policy{Name: "shop.order", Mode: operation.Atomic}, operation.ErrNotRunnable, ""},
-		{"built-in into lease", operation.Policy{Name: "ledger.credit", Mode: operation.Lease}, operation.ErrBuiltin, ""},
+		{"built-in into lease", operation.Policy{Name: "shop.credit", Mode: operation.Lease}, operation.ErrBuiltin, ""},
 		{"omitted mode, no handler", operation.Policy{Name: "shop.ship"}, nil, operation.Lease},
-		{"omitted mode, a handler", operation.Policy{Name: "ledger.debit"}, nil, operation.Atomic},
-		{"built-in in its mode", operation.Policy{Name: "ledger.credit", Mode: operation.Atomic}, nil, operation.Atomic},
+		{"omitted mode, a handler", operation.Policy{Name: "shop.debit"}, nil, operation.Atomic},
+		{"built-in in its mode", operation.Policy{Name: "shop.credit", Mode: operation.Atomic}, nil, operation.Atomic},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := operation.Put(ctx, pool, "acme", tc.p, ledgerHandlers)
+			got, err := operation.Put(ctx, pool, "acme", tc.p, builtins)
 			if tc.want != nil {
 				if !errors.Is(err, tc.want) {
 					t.Fatalf("Put = %v, want %v", err, tc.want)
 				}
-				if p, err := operation.Get(ctx, pool, "acme", tc.p.Name); err == nil && p.Version != 0 {
+				if p, err := operation.Get(ctx, pool, "acme", tc.p.Name, builtins); err == nil && p.Version != 0 {
 					t.Fatalf("a refused Put was stored: %+v", p)
 				}
 				return
@@ -146,7 +153,7 @@ func TestPutRefusesWhatCannotRun(t *testing.T) {
 		})
 	}
 	// Without handlers, no operation can be declared atomic.
-	if _, err := operation.Put(ctx, pool, "acme", operation.Policy{Name: "ledger.credit", Mode: operation.Atomic}, nil); !errors.Is(err, operation.ErrNotRunnable) {
+	if _, err := operation.Put(ctx, pool, "acme", operation.Policy{Name: "shop.credit", Mode: operation.Atomic}, nil); !errors.Is(err, operation.ErrNotRunnable) {
 		t.Errorf("atomic with no handlers: %v, want ErrNotRunnable", err)
 	}
 }
@@ -154,10 +161,10 @@ func TestPutRefusesWhatCannotRun(t *testing.T) {
 func TestDelete(t *testing.T) {
 	t.Parallel()
 	pool, ctx := pgtest.NewPool(t), context.Background()
-	if _, err := operation.Delete(ctx, pool, "acme", "ledger.credit"); !errors.Is(err, operation.ErrBuiltin) {
+	if _, err := operation.Delete(ctx, pool, "acme", "shop.credit", builtins); !errors.Is(err, operation.ErrBuiltin) {
 		t.Errorf("delete a built-in: %v, want ErrBuiltin", err)
 	}
-	if _, err := operation.Delete(ctx, pool, "acme", "never.declared"); !errors.Is(err, operation.ErrUnknown) {
+	if _, err := operation.Delete(ctx, pool, "acme", "never.declared", builtins); !errors.Is(err, operation.ErrUnknown) {
 		t.Errorf("delete an undeclared operation: %v, want ErrUnknown", err)
 	}
 	if _, err := operation.Put(ctx, pool, "acme", operation.Policy{Name: "pay.card"}, nil); err != nil {
@@ -181,7 +188,7 @@ func TestDelete(t *testing.T) {
 		{"tok_unknown", "unknown", "-1 minute"},
 	} {
 		insert(tc.id, tc.state, tc.expiresIn)
-		if _, err := operation.Delete(ctx, pool, "acme", "pay.card"); !errors.Is(err, operation.ErrInUse) {
+		if _, err := operation.Delete(ctx, pool, "acme", "pay.card", builtins); !errors.Is(err, operation.ErrInUse) {
 			t.Fatalf("delete with a %s token: %v, want ErrInUse", tc.state, err)
 		}
 		if _, err := pool.Exec(ctx, `UPDATE tokens SET state = 'consumed' WHERE id = $1`, tc.id); err != nil {
@@ -190,14 +197,14 @@ func TestDelete(t *testing.T) {
 	}
 	// Finished tokens and issued ones past their expiry need nothing.
 	insert("tok_stale", "issued", "-1 second")
-	p, err := operation.Delete(ctx, pool, "acme", "pay.card")
+	p, err := operation.Delete(ctx, pool, "acme", "pay.card", builtins)
 	if err != nil || p.Name != "pay.card" || p.Mode != operation.Lease {
 		t.Fatalf("Delete = %+v, %v", p, err)
 	}
-	if _, err := operation.Get(ctx, pool, "acme", "pay.card"); !errors.Is(err, operation.ErrUnknown) {
+	if _, err := operation.Get(ctx, pool, "acme", "pay.card", builtins); !errors.Is(err, operation.ErrUnknown) {
 		t.Errorf("after Delete: %v, want ErrUnknown", err)
 	}
-	if _, err := operation.Get(ctx, pool, "other", "pay.card"); err != nil {
+	if _, err := operation.Get(ctx, pool, "other", "pay.card", builtins); err != nil {
 		t.Errorf("another tenant's declaration went too: %v", err)
 	}
 }
@@ -211,7 +218,7 @@ func TestDeleteWaitsForConcurrentIssue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	is := intent.NewIssuer(keys)
+	is := intent.NewIssuer(keys, intent.WithHandlers(builtins))
 	req := func(key string) intent.Request {
 		return intent.Request{Tenant: "acme", Operation: "pay.card", IntentID: key, Subject: "u", TTLSeconds: 60, Actor: "test"}
 	}
@@ -229,7 +236,7 @@ func TestDeleteWaitsForConcurrentIssue(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := operation.Delete(ctx, pool, "acme", "pay.card")
+		_, err := operation.Delete(ctx, pool, "acme", "pay.card", builtins)
 		done <- err
 	}()
 	for waiting := false; !waiting; {
@@ -264,7 +271,7 @@ func TestDeleteWaitsForConcurrentIssue(t *testing.T) {
 				_, _ = is.Issue(ctx, pool, r) // issued, or refused as unknown
 			})
 		}
-		wg.Go(func() { _, _ = operation.Delete(ctx, pool, "acme", "race.op") })
+		wg.Go(func() { _, _ = operation.Delete(ctx, pool, "acme", "race.op", builtins) })
 		wg.Wait()
 		var orphans int
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM tokens t WHERE t.state = 'issued'
@@ -277,7 +284,7 @@ func TestDeleteWaitsForConcurrentIssue(t *testing.T) {
 		if _, err := pool.Exec(ctx, `UPDATE tokens SET state = 'revoked' WHERE operation = 'race.op'`); err != nil {
 			t.Fatal(err)
 		}
-		_, _ = operation.Delete(ctx, pool, "acme", "race.op")
+		_, _ = operation.Delete(ctx, pool, "acme", "race.op", builtins)
 	}
 }
 
@@ -287,10 +294,10 @@ func TestUndeclarableNameIsUnknown(t *testing.T) {
 	t.Parallel()
 	pool, ctx := pgtest.NewPool(t), context.Background()
 	for _, name := range []string{"pay\x00card", "pay.\xffcard", "Pay.Card", strings.Repeat("a", 101)} {
-		if _, err := operation.Get(ctx, pool, "acme", name); !errors.Is(err, operation.ErrUnknown) {
+		if _, err := operation.Get(ctx, pool, "acme", name, builtins); !errors.Is(err, operation.ErrUnknown) {
 			t.Errorf("Get(%q) = %v, want ErrUnknown", name, err)
 		}
-		if _, err := operation.Delete(ctx, pool, "acme", name); !errors.Is(err, operation.ErrUnknown) {
+		if _, err := operation.Delete(ctx, pool, "acme", name, builtins); !errors.Is(err, operation.ErrUnknown) {
 			t.Errorf("Delete(%q) = %v, want ErrUnknown", name, err)
 		}
 	}

@@ -58,15 +58,16 @@ WHERE tenant_id = $1 AND name = $2
 RETURNING ` + policyColumns
 
 // Get returns the policy of operation name for tenant: the tenant's own
-// declaration, else the built-in default, else an error wrapping ErrUnknown.
-func Get(ctx context.Context, q Querier, tenant, name string) (Policy, error) {
+// declaration, else h's built-in default, else an error wrapping ErrUnknown.
+// h may be nil.
+func Get(ctx context.Context, q Querier, tenant, name string, h Handlers) (Policy, error) {
 	if !ValidName(name) {
 		// Never declared, and not a value to hand the database (NUL, bad UTF-8).
 		return Policy{}, fmt.Errorf("%w: %q", ErrUnknown, name)
 	}
 	p, err := scan(q.QueryRow(ctx, getSQL, tenant, name))
 	if errors.Is(err, pgx.ErrNoRows) {
-		if b, ok := Builtin(name); ok {
+		if b, ok := builtin(h, name); ok {
 			return b, nil
 		}
 		return Policy{}, fmt.Errorf("%w: %q", ErrUnknown, name)
@@ -77,9 +78,9 @@ func Get(ctx context.Context, q Querier, tenant, name string) (Policy, error) {
 	return p, nil
 }
 
-// List returns the tenant's declared operations and the built-ins it has not
-// overridden, ordered by name.
-func List(ctx context.Context, q Querier, tenant string) ([]Policy, error) {
+// List returns the tenant's declared operations and h's built-ins it has
+// not overridden, ordered by name. h may be nil.
+func List(ctx context.Context, q Querier, tenant string, h Handlers) ([]Policy, error) {
 	rows, err := q.Query(ctx, listSQL, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("operation: list: %w", err)
@@ -93,10 +94,11 @@ func List(ctx context.Context, q Querier, tenant string) ([]Policy, error) {
 		seen[p.Name] = true
 	}
 	out := declared
-	for _, b := range builtins {
-		if !seen[b.Name] {
-			bp, _ := Builtin(b.Name)
-			out = append(out, bp)
+	if h != nil {
+		for _, b := range h.Builtins() {
+			if !seen[b.Name] {
+				out = append(out, b)
+			}
 		}
 	}
 	slices.SortFunc(out, func(a, b Policy) int { return strings.Compare(a.Name, b.Name) })
@@ -117,7 +119,7 @@ func Put(ctx context.Context, q Querier, tenant string, p Policy, h Handlers) (P
 	if err := p.Validate(); err != nil {
 		return Policy{}, err
 	}
-	if b, ok := Builtin(p.Name); ok && p.Mode != b.Mode {
+	if b, ok := builtin(h, p.Name); ok && p.Mode != b.Mode {
 		return Policy{}, fmt.Errorf("%w: %s runs in %s mode; it cannot be declared %s", ErrBuiltin, p.Name, b.Mode, p.Mode)
 	}
 	if p.Mode == Atomic && (h == nil || !h.Has(p.Name)) {
@@ -143,12 +145,12 @@ type Beginner interface {
 }
 
 // Delete removes tenant's declaration of operation name and returns it. It
-// is refused with ErrBuiltin for a built-in operation, ErrUnknown for one not
-// declared, and ErrInUse while a token of it is issued and not yet expired,
-// pending or unknown. Finished tokens keep the policy they were issued under,
-// so their outcomes still replay.
-func Delete(ctx context.Context, db Beginner, tenant, name string) (Policy, error) {
-	if _, ok := Builtin(name); ok {
+// is refused with ErrBuiltin for one of h's built-in operations (h may be
+// nil), ErrUnknown for one not declared, and ErrInUse while a token of it
+// is issued and not yet expired, pending or unknown. Finished tokens keep
+// the policy they were issued under, so their outcomes still replay.
+func Delete(ctx context.Context, db Beginner, tenant, name string, h Handlers) (Policy, error) {
+	if _, ok := builtin(h, name); ok {
 		return Policy{}, fmt.Errorf("%w: %s cannot be deleted", ErrBuiltin, name)
 	}
 	if !ValidName(name) {

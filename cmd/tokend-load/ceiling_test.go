@@ -16,10 +16,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/httpapi"
-	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/token"
 )
@@ -50,7 +50,7 @@ func TestCeilingOnTokend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := httpapi.New(httpapi.Config{Pool: pool, Issuer: intent.NewIssuer(keyring), Spender: spender, Logger: slog.New(slog.DiscardHandler)})
+	api, err := httpapi.New(httpapi.Config{Pool: pool, Issuer: intent.NewIssuer(keyring, intent.WithHandlers(handlers)), Spender: spender, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

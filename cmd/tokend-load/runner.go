@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tokend/tokend/client"
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/migrations"
 )
 
@@ -66,7 +67,8 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return finish(cfg.out, res, stdout, stderr)
 	}
 	if cfg.migrate {
-		if err := migrations.ApplyURL(ctx, cfg.db); err != nil {
+		// tokend's schema and the example ledger's, whose tables the limit writes.
+		if _, err := migrations.ApplyURLCount(ctx, cfg.db, migrations.Schema, ledger.Migrations); err != nil {
 			return err
 		}
 	}

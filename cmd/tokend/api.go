@@ -15,6 +15,7 @@ import (
 	"github.com/tokend/tokend/internal/demo"
 	"github.com/tokend/tokend/internal/dispatch"
 	"github.com/tokend/tokend/internal/httpapi"
+	"github.com/tokend/tokend/internal/ledgerapi"
 	"github.com/tokend/tokend/internal/metrics"
 	"github.com/tokend/tokend/token"
 )
@@ -55,7 +56,7 @@ func newAPI(ctx context.Context, cfg serveConfig, pool, listen *pgxpool.Pool, ke
 
 	// The handlers also check payloads at issue, so no token is issued that
 	// its handler would refuse at spend.
-	issuer := intent.NewIssuer(keys, intent.WithValidator(spender.Handlers()))
+	issuer := intent.NewIssuer(keys, intent.WithHandlers(spender.Handlers()))
 	var demoApp *demo.App
 	if cfg.Demo {
 		if demoApp, err = demo.New(demo.Config{Pool: pool, Issuer: issuer, Spender: spender, SecretKey: cfg.SecretKey, Logger: log,
@@ -83,7 +84,7 @@ func newAPI(ctx context.Context, cfg serveConfig, pool, listen *pgxpool.Pool, ke
 		Cache:     c,
 		Metrics:   m,
 		RateLimit: httpapi.RateLimit{PerSecond: cfg.RateLimit},
-		Mounts: []httpapi.Mount{dispatch.Routes(pool, keys, cfg.WebhookAllowedHosts), func(r httpapi.Routes) {
+		Mounts: []httpapi.Mount{ledgerapi.Mount(pool), dispatch.Routes(pool, keys, cfg.WebhookAllowedHosts), func(r httpapi.Routes) {
 			if demoApp != nil {
 				demoApp.Mount(r.Public)
 			}

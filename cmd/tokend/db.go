@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/migrations"
 )
 
@@ -69,7 +70,15 @@ func (c dbConfig) applyMigrations(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("migrations: connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	n, err := migrations.ApplyCount(ctx, conn)
+	var n int
+	for _, set := range []migrations.Set{migrations.Schema, ledger.Migrations} {
+		var applied int
+		applied, err = set.Apply(ctx, conn)
+		n += applied
+		if err != nil {
+			break
+		}
+	}
 	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == pgerrcode.LockNotAvailable {
 		return n, fmt.Errorf("migrations: waited %s (TOKEND_MIGRATION_LOCK_TIMEOUT) for a lock another session holds: "+
 			"another tokend migrating, or a session left holding the migration lock (through a transaction-pooling proxy, set TOKEND_DATABASE_SESSION_URL): %w", timeout, err)

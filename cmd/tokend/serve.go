@@ -18,9 +18,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/internal/cache"
 	"github.com/tokend/tokend/internal/dispatch"
-	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/internal/logredact"
 	"github.com/tokend/tokend/token"
 )

@@ -77,9 +77,14 @@ func TestMigrateSaysWhatItDid(t *testing.T) {
 	if _, err := conn.Exec(t.Context(), `DROP SCHEMA public CASCADE; CREATE SCHEMA public`); err != nil {
 		t.Fatal(err)
 	}
-	files, err := filepath.Glob(filepath.Join("..", "..", "migrations", "*.sql"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("migrations: %v, %v", files, err)
+	// tokend's migrations, then the example ledger's.
+	var files []string
+	for _, dir := range []string{"migrations", "example/ledger/migrations"} {
+		f, err := filepath.Glob(filepath.Join("..", "..", dir, "*.sql"))
+		if err != nil || len(f) == 0 {
+			t.Fatalf("%s: %v, %v", dir, f, err)
+		}
+		files = append(files, f...)
 	}
 	env := func(k string) string {
 		if k == "TOKEND_DATABASE_URL" {

@@ -17,11 +17,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/console"
 	"github.com/tokend/tokend/internal/demo"
-	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
@@ -68,13 +68,12 @@ func newServer(t *testing.T, configure ...func(*console.Config)) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handlers := consume.NewRegistry()
-	ledger.Register(handlers)
+	handlers := ledger.Handlers()
 	spender, err := consume.New(consume.Config{Handlers: handlers, Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &server{pool: pool, issuer: intent.NewIssuer(keys), spender: spender, operatorKey: createKey(t, pool, tenant, apikey.Operator)}
+	s := &server{pool: pool, issuer: intent.NewIssuer(keys, intent.WithHandlers(handlers)), spender: spender, operatorKey: createKey(t, pool, tenant, apikey.Operator)}
 	app, err := demo.New(demo.Config{Pool: pool, Issuer: s.issuer, Spender: spender, SecretKey: secretKey})
 	if err != nil {
 		t.Fatal(err)

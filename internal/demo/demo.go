@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/form"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/internal/websession"
 	"github.com/tokend/tokend/token"
 )

@@ -10,8 +10,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/form"
-	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/token"
 )
 

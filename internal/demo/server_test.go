@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/demo"
-	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/token"
 )
@@ -44,13 +44,12 @@ func newServerWith(t *testing.T, configure func(*demo.Config), middleware ...gin
 	if err != nil {
 		t.Fatal(err)
 	}
-	handlers := consume.NewRegistry()
-	ledger.Register(handlers)
+	handlers := ledger.Handlers()
 	spender, err := consume.New(consume.Config{Handlers: handlers, Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := demo.Config{Pool: pool, Issuer: intent.NewIssuer(keys), Spender: spender, SecretKey: secretKey}
+	cfg := demo.Config{Pool: pool, Issuer: intent.NewIssuer(keys, intent.WithHandlers(handlers)), Spender: spender, SecretKey: secretKey}
 	configure(&cfg)
 	app, err := demo.New(cfg)
 	if err != nil {

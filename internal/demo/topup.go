@@ -10,7 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/tokend/tokend/internal/ledger"
+	"github.com/tokend/tokend/example/ledger"
 )
 
 // Why a top-up's values were refused; the form page words them for people.

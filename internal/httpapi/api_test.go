@@ -15,11 +15,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/contract"
 	"github.com/tokend/tokend/internal/httpapi"
-	"github.com/tokend/tokend/internal/ledger"
+	"github.com/tokend/tokend/internal/ledgerapi"
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/token"
 )
@@ -59,20 +60,22 @@ func newAPIOn(t *testing.T, pool *pgxpool.Pool, configure ...func(*httpapi.Confi
 	a := &api{t: t, pool: pool, log: &syncBuffer{}, keys: map[string]string{}, keyIDs: map[string]string{}}
 	cfg := httpapi.Config{
 		Pool:    pool,
-		Issuer:  intent.NewIssuer(keyring, intent.WithValidator(handlers)),
+		Issuer:  intent.NewIssuer(keyring, intent.WithHandlers(handlers)),
 		Spender: spender,
 		Logger:  slog.New(slog.NewJSONHandler(a.log, nil)),
 	}
 	for _, f := range configure {
 		f(&cfg)
 	}
-	a.cfg = cfg
-	if a.srv, err = httpapi.New(cfg); err != nil {
-		t.Fatal(err)
-	}
 	var opts []contract.Option
 	if len(cfg.Mounts) > 0 {
 		opts = append(opts, contract.SkipUndeclaredRoutes()) // the test's own routes
+	}
+	// The example ledger's read, mounted as tokend serve mounts it.
+	cfg.Mounts = append([]httpapi.Mount{ledgerapi.Mount(pool)}, cfg.Mounts...)
+	a.cfg = cfg
+	if a.srv, err = httpapi.New(cfg); err != nil {
+		t.Fatal(err)
 	}
 	a.handler = contract.Handler(t, a.srv, opts...)
 	return a

@@ -47,7 +47,7 @@ func BenchmarkGetToken(b *testing.B) {
 		name  string
 		cache *cache.Cache
 	}{{"postgres", nil}, {"redis", c}} {
-		srv, err := httpapi.New(httpapi.Config{Pool: pool, Issuer: intent.NewIssuer(keyring), Spender: spender, Cache: bc.cache, Logger: slog.New(slog.DiscardHandler)})
+		srv, err := httpapi.New(httpapi.Config{Pool: pool, Issuer: intent.NewIssuer(keyring, intent.WithHandlers(spender.Handlers())), Spender: spender, Cache: bc.cache, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -71,3 +71,7 @@ func rawPayload(m []byte) []byte {
 	}
 	return m
 }
+
+// InvalidRequest is a 400 invalid_request problem saying detail, for the
+// handlers of mounted routes to pass to Abort.
+func InvalidRequest(detail string) error { return invalidRequest(detail) }

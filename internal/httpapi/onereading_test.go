@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/jsonread"
-	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/token"
 )
 

@@ -43,7 +43,7 @@ func viewPolicy(p operation.Policy) policyView {
 }
 
 func (s *Server) listOperations(c *gin.Context) {
-	ps, err := operation.List(c.Request.Context(), s.pool, Caller(c).Tenant)
+	ps, err := operation.List(c.Request.Context(), s.pool, Caller(c).Tenant, s.spender.Handlers())
 	if err != nil {
 		Abort(c, err)
 		return
@@ -63,7 +63,7 @@ var errOperationNotFound = &Problem{Status: http.StatusNotFound, Code: "unknown_
 	Detail: "the operation is not declared for this tenant"}
 
 func (s *Server) getOperation(c *gin.Context) {
-	p, err := operation.Get(c.Request.Context(), s.pool, Caller(c).Tenant, c.Param("name"))
+	p, err := operation.Get(c.Request.Context(), s.pool, Caller(c).Tenant, c.Param("name"), s.spender.Handlers())
 	if errors.Is(err, operation.ErrUnknown) {
 		Abort(c, errOperationNotFound)
 		return
@@ -77,7 +77,7 @@ func (s *Server) getOperation(c *gin.Context) {
 
 // deleteOperation removes a declaration and answers with it.
 func (s *Server) deleteOperation(c *gin.Context) {
-	p, err := operation.Delete(c.Request.Context(), s.pool, Caller(c).Tenant, c.Param("name"))
+	p, err := operation.Delete(c.Request.Context(), s.pool, Caller(c).Tenant, c.Param("name"), s.spender.Handlers())
 	if errors.Is(err, operation.ErrUnknown) {
 		Abort(c, errOperationNotFound)
 		return

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/httpapi"
-	"github.com/tokend/tokend/internal/ledger"
 	"github.com/tokend/tokend/internal/metrics"
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/token"
@@ -47,7 +47,7 @@ func TestRetiredServerKey(t *testing.T) {
 		if cfg.Spender, err = consume.New(consume.Config{Handlers: h, Keys: keys}); err != nil {
 			t.Fatal(err)
 		}
-		cfg.Issuer, cfg.Metrics = intent.NewIssuer(keys), m
+		cfg.Issuer, cfg.Metrics = intent.NewIssuer(keys, intent.WithHandlers(cfg.Spender.Handlers())), m
 	})
 
 	effects := func() [3]int {

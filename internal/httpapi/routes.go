@@ -64,7 +64,6 @@ func (s *Server) routes(middleware []gin.HandlerFunc, mounts []Mount) *gin.Engin
 	client.POST("/tokens/:id/unknown", s.reportUnknown)
 	client.GET("/tokens/:id", s.getToken)
 	client.GET("/events", s.listEvents)
-	client.GET("/ledger/accounts/:account", s.getAccount)
 
 	operator := e.Group("/v1/admin", s.authenticated(apikey.Operator))
 	operator.GET("/operations", s.listOperations)

@@ -5,6 +5,7 @@ package pgtest
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"net/url"
@@ -16,8 +17,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/migrations"
 )
+
+// sets are the schema of every test database: tokend's, then the example
+// ledger's, the business most tests spend on.
+var sets = []migrations.Set{migrations.Schema, ledger.Migrations}
 
 // DefaultAdminURL is used when TOKEND_TEST_DATABASE_URL is unset; it matches a
 // local server with trust auth, the set-up scripts/test provides.
@@ -57,6 +63,25 @@ func NewURL(t testing.TB) string {
 	return urlFor(name)
 }
 
+// NewEmptyURL creates a database with no schema at all for t, dropped when
+// t ends, and returns its connection URL: for tests of migrations.
+func NewEmptyURL(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		t.Fatalf("pgtest: connect to %s (set TOKEND_TEST_DATABASE_URL, or run scripts/test): %v", redact(AdminURL()), err)
+	}
+	defer admin.Close(ctx)
+	name := "tokend_test_" + randomSuffix()
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatalf("pgtest: create database: %v", err)
+	}
+	t.Cleanup(func() { dropDatabase(t, name) })
+	return urlFor(name)
+}
+
 // templateName is the per-process answer of ensureTemplate: the first test of a
 // package pays for it, the others clone.
 var templateName = sync.OnceValues(func() (string, error) {
@@ -73,10 +98,15 @@ var templateName = sync.OnceValues(func() (string, error) {
 // and a template appears under its final name only once fully migrated, so a
 // run killed midway leaves nothing half-built behind that name.
 func ensureTemplate(ctx context.Context) (string, error) {
-	sum, err := migrations.Checksum()
-	if err != nil {
-		return "", err
+	h := sha256.New()
+	for _, set := range sets {
+		sum, err := set.Checksum()
+		if err != nil {
+			return "", err
+		}
+		h.Write([]byte(sum))
 	}
+	sum := hex.EncodeToString(h.Sum(nil))
 	name := "tokend_tmpl_" + sum[:16]
 
 	admin, err := pgx.Connect(ctx, AdminURL())
@@ -102,7 +132,7 @@ func ensureTemplate(ctx context.Context) (string, error) {
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{building}.Sanitize()); err != nil {
 		return "", fmt.Errorf("create template: %w", err)
 	}
-	if err := migrations.ApplyURL(ctx, urlFor(building)); err != nil {
+	if _, err := migrations.ApplyURLCount(ctx, urlFor(building), sets...); err != nil {
 		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{building}.Sanitize()+" WITH (FORCE)")
 		return "", err
 	}

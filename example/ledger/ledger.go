@@ -1,6 +1,11 @@
-// Package ledger is tokend's built-in demo business: per-tenant accounts
-// with integer balances, credited and debited by the ledger.credit and
-// ledger.debit operations in the spend's own transaction.
+// Package ledger is the demo business tokend serve ships: per-tenant
+// accounts with integer balances, credited and debited by the ledger.credit
+// and ledger.debit operations in the spend's own transaction.
+//
+// It is built like an embedder's business, on the public API only: its
+// handlers and built-in policies join a consume.Registry with Register, and
+// its tables come from a migration set of its own (Migrate), applied after
+// tokend's. tokend's own packages and migrations know nothing of it.
 package ledger
 
 import (
@@ -20,6 +25,7 @@ import (
 
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/internal/jsonread"
+	"github.com/tokend/tokend/operation"
 )
 
 // Operation names.
@@ -143,10 +149,13 @@ func (h handler) Validate(payload []byte) error {
 	return err
 }
 
-// Register adds the ledger's handlers to r.
+// Register adds the ledger's operations to r as built-ins: every tenant
+// can issue them without declaring them, in atomic mode, with trace_id left
+// out of the payload digest.
 func Register(r *consume.Registry) {
-	r.Register(Credit, handler(credit))
-	r.Register(Debit, handler(debit))
+	ignored := []string{"trace_id"}
+	r.RegisterBuiltin(operation.Policy{Name: Credit, IgnoredFields: ignored}, handler(credit))
+	r.RegisterBuiltin(operation.Policy{Name: Debit, IgnoredFields: ignored}, handler(debit))
 }
 
 func credit(ctx context.Context, tx pgx.Tx, c consume.Call, p Payload) (consume.Outcome, error) {
@@ -236,3 +245,11 @@ WITH a AS (
 SELECT balance FROM a`
 
 const balanceSQL = `SELECT coalesce((SELECT balance FROM ledger_accounts WHERE tenant_id = $1 AND account = $2), 0)`
+
+// Handlers returns a new registry holding the ledger's operations and no
+// other, for a program (or a test) whose one business is the ledger.
+func Handlers() *consume.Registry {
+	r := consume.NewRegistry()
+	Register(r)
+	return r
+}
