@@ -4,10 +4,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tokend/tokend/internal/store"
 )
 
 // DefaultBatchSize is PurgeOptions.BatchSize's and SweeperConfig.BatchSize's
@@ -103,17 +104,18 @@ func sweep(ctx context.Context, db Querier, s scope, opts PurgeOptions) (counts,
 	opts.BatchSize = cmp.Or(opts.BatchSize, DefaultBatchSize)
 	opts.Actor = cmp.Or(opts.Actor, DefaultActor)
 	opts.EventRetention = cmp.Or(opts.EventRetention, DefaultEventRetention)
-	lapse, expire, del, delEvents, delDeliveries := lapseSQL, expireSQL, deleteSQL, deleteEventsSQL, deleteDeliveriesSQL
-	args := []any{opts.BatchSize}
+	lapse, expire, del := store.SweepLapse.All, store.SweepExpire.All, store.SweepPurge.All
+	delEvents, delDeliveries := deleteEventsSQL, deleteDeliveriesSQL
+	withActor := []any{opts.BatchSize, opts.Actor}
 	eventArgs := []any{opts.BatchSize, opts.EventRetention.Seconds()}
 	if s.one {
-		lapse, expire, del, delEvents, delDeliveries = lapseTenantSQL, expireTenantSQL, deleteTenantSQL, deleteEventsTenantSQL, deleteDeliveriesTenantSQL
-		args = append(args, s.tenant)
+		lapse, expire, del = store.SweepLapse.Tenant, store.SweepExpire.Tenant, store.SweepPurge.Tenant
+		delEvents, delDeliveries = deleteEventsTenantSQL, deleteDeliveriesTenantSQL
+		withActor = append(withActor, s.tenant)
 		eventArgs = append(eventArgs, s.tenant)
 	}
 	// Lapse and expire before deleting, so that a token expiring with no
 	// retention left goes in the same sweep.
-	withActor := append(slices.Clone(args), opts.Actor)
 	var err error
 	if c.lapsed, err = batches(ctx, db, opts, nil, lapse, withActor...); err != nil {
 		return c, fmt.Errorf("admin: purge: lapse leases: %w", err)

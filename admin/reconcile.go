@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/token"
 )
 
@@ -111,7 +112,7 @@ func ReconcileTx(ctx context.Context, tx pgx.Tx, tenant, id string, r Reconcilia
 		return token.Record{}, err
 	}
 	if r.Outcome == NotExecuted {
-		return transition(ctx, tx, tenant, id, token.Unknown, a, reconcileNotExecutedSQL, tenant, id, r.Actor)
+		return transition(ctx, tx, tenant, id, token.Unknown, a, store.ReconcileNotExecutedSQL, tenant, id, r.Actor)
 	}
 	status, body := r.status(), consume.OutcomeBody{TokenID: id, State: to}
 	if r.Outcome == Succeeded {
@@ -123,7 +124,7 @@ func ReconcileTx(ctx context.Context, tx pgx.Tx, tenant, id string, r Reconcilia
 	if err != nil {
 		return token.Record{}, fmt.Errorf("%w: result: %v", ErrInvalidRequest, err)
 	}
-	return transition(ctx, tx, tenant, id, token.Unknown, a, reconcileOutcomeSQL, tenant, id, to, status, b, r.Actor, a)
+	return transition(ctx, tx, tenant, id, token.Unknown, a, store.ReconcileOutcomeSQL, tenant, id, to, status, b, r.Actor, a)
 }
 
 // Reconcile is ReconcileTx in a transaction of its own.

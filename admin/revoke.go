@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/token"
 )
 
@@ -25,7 +26,7 @@ func RevokeTx(ctx context.Context, tx pgx.Tx, tenant, id, reason, actor string) 
 	if err := token.CheckText("reason", reason, "actor", actor); err != nil {
 		return token.Record{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
-	return transition(ctx, tx, tenant, id, token.Issued, token.Revoke, revokeSQL, tenant, id, reason, actor)
+	return transition(ctx, tx, tenant, id, token.Issued, token.Revoke, store.RevokeSQL, tenant, id, reason, actor)
 }
 
 // Revoke is RevokeTx in a transaction of its own.

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/token"
 )
 
@@ -28,7 +29,7 @@ func (s *Spender) grantLease(ctx context.Context, tx pgx.Tx, req Request, t *loc
 		opID = token.NewOperationID()
 	}
 	l := &Lease{}
-	err = tx.QueryRow(ctx, leaseSQL, req.Tenant, t.id, t.policy.LeaseSeconds, opID, req.Actor, a, t.state).
+	err = tx.QueryRow(ctx, store.LeaseSQL, req.Tenant, t.id, t.policy.LeaseSeconds, opID, req.Actor, a, t.state).
 		Scan(&l.Generation, &l.ExpiresAt, &l.OperationID)
 	if err != nil {
 		return Response{}, fmt.Errorf("consume: grant lease: %w", err)
@@ -110,9 +111,9 @@ func FinishTx(ctx context.Context, tx pgx.Tx, a token.Action, r Report) (Recorde
 	var sql string
 	var args []any
 	if a == token.ReportUnknown {
-		sql, args = reportUnknownSQL, []any{r.Tenant, r.TokenID, r.Generation, r.Actor}
+		sql, args = store.ReportUnknownSQL, []any{r.Tenant, r.TokenID, r.Generation, r.Actor}
 	} else {
-		sql, args = finishLeaseSQL, []any{r.Tenant, r.TokenID, r.Generation, to, status, body, r.Actor, a}
+		sql, args = store.FinishLeaseSQL, []any{r.Tenant, r.TokenID, r.Generation, to, status, body, r.Actor, a}
 	}
 	tag, err := tx.Exec(ctx, sql, args...)
 	if err != nil {

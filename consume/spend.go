@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
 )
@@ -172,7 +173,7 @@ func (s *Spender) SpendTx(ctx context.Context, tx pgx.Tx, req Request) (Response
 		if t.policy.OnLeaseExpiry == operation.OnExpiryTakeover {
 			return s.grantLease(ctx, tx, req, t, token.Takeover)
 		}
-		if _, err := tx.Exec(ctx, lapseSQL, req.Tenant, t.id, req.Actor); err != nil {
+		if _, err := tx.Exec(ctx, store.LapseSQL, req.Tenant, t.id, req.Actor); err != nil {
 			return Response{}, fmt.Errorf("consume: lease lapse: %w", err)
 		}
 		return Response{TokenID: t.id, State: token.Unknown, Generation: t.generation}, token.ErrOutcomeUnknown
@@ -272,7 +273,7 @@ func (s *Spender) execute(ctx context.Context, tx pgx.Tx, req Request, t *locked
 	if err != nil {
 		return Response{}, fmt.Errorf("consume: %s: encode result: %w", t.operation, err)
 	}
-	if _, err := tx.Exec(ctx, finishSQL, req.Tenant, t.id, to, out.Status, body, req.Actor, action, token.Issued); err != nil {
+	if _, err := tx.Exec(ctx, store.FinishSQL, req.Tenant, t.id, to, out.Status, body, req.Actor, action, token.Issued); err != nil {
 		return Response{}, fmt.Errorf("consume: store outcome: %w", err)
 	}
 	return Response{TokenID: t.id, State: to, Status: out.Status, Body: body, Generation: t.generation}, nil

@@ -2,8 +2,8 @@ package inspect
 
 // StateExpr is a token's state as of the database's now(): an issued token
 // whose expiry has passed is expired, whether or not the sweeper has recorded
-// it yet (admin's expireSQL makes the same verdict durable, by the same
-// clock). Every read of a token's state goes through it, so that no read says
+// it yet (the sweep's store.SweepExpire makes the same verdict durable, by
+// the same clock). Every read of a token's state goes through it, so that no read says
 // issued while a spend says token_expired. It names the tokens table's
 // columns unqualified.
 const StateExpr = `CASE WHEN state = 'issued' AND expires_at <= now() THEN 'expired' ELSE state END`

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
 )
@@ -102,7 +103,7 @@ type Issued struct {
 // Issuer issues tokens whose secrets derive from its keyring.
 type Issuer struct {
 	keys *token.Keyring
-	// policies spares each issue a policy lookup; insertSQL checks the
+	// policies spares each issue a policy lookup; store.IssueSQL checks the
 	// cached policy's version, so a stale one is never used.
 	policies *operation.Cache
 	handlers Handlers // nil: no built-ins; payloads are only checked to be JSON
@@ -340,7 +341,7 @@ func (c *candidate) insert(ctx context.Context, q operation.Querier) (Issued, bo
 		current                           bool
 		createdAt, expiresAt, retainUntil *time.Time
 	)
-	err := q.QueryRow(ctx, insertSQL,
+	err := q.QueryRow(ctx, store.IssueSQL,
 		r.Tenant, c.id, r.Operation, r.IntentID, r.Subject,
 		c.secret.Hash(), c.nonce, c.keyID, c.fingerprint, c.digest,
 		r.TTLSeconds, c.policy.RetentionSeconds, r.Actor, c.policy.Version,
@@ -371,7 +372,7 @@ func (is *Issuer) resolve(ctx context.Context, tx pgx.Tx, c *candidate) (Issued,
 		case err != nil:
 			return Issued{}, fmt.Errorf("intent: read existing: %w", err)
 		case e.forgotten:
-			if _, err := tx.Exec(ctx, forgetSQL, c.req.Tenant, e.rec.ID, c.req.Actor); err != nil {
+			if _, err := tx.Exec(ctx, store.ForgetSQL, c.req.Tenant, e.rec.ID, c.req.Actor); err != nil {
 				return Issued{}, fmt.Errorf("intent: forget expired intent: %w", err)
 			}
 		case !e.same(c.req, c.policy.IgnoredFields, c.fingerprint):

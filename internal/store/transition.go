@@ -1,0 +1,59 @@
+package store
+
+import (
+	"cmp"
+	"fmt"
+	"strings"
+)
+
+// eventColumns are the token_events columns a transition writes, in the
+// order Transition's SELECT fills them.
+const eventColumns = `tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation, detail, outcome_status, outcome_body`
+
+// Event is what a transition records of each token it changed. Each field
+// is an SQL expression over the changed rows (the columns u returns) or a
+// parameter; an empty optional field is NULL.
+type Event struct {
+	Actor, Kind, From, To string
+	Generation            string // default: u's generation
+	Detail                string // jsonb
+	OutcomeStatus         string
+	OutcomeBody           string // bytea, already cut to what the token's policy lets events carry
+}
+
+// Transition is one statement that changes tokens and records an Event for
+// each token changed.
+type Transition struct {
+	// With are the CTEs Change reads, "name AS (…)", in order.
+	With []string
+	// Change is the UPDATE, DELETE or INSERT on tokens, named u, RETURNING
+	// tenant_id, id, operation, subject and whatever Event and Result read.
+	Change string
+	Event  Event
+	// Result answers the statement, a SELECT over u and With. Empty: the
+	// statement answers nothing, and its command tag counts the events.
+	Result string
+}
+
+// SQL renders t.
+func (t Transition) SQL() string {
+	var b strings.Builder
+	b.WriteString("WITH ")
+	for _, w := range t.With {
+		b.WriteString(w)
+		b.WriteString(",\n")
+	}
+	fmt.Fprintf(&b, "u AS (\n%s\n)", strings.TrimSpace(t.Change))
+	e := t.Event
+	null := func(s string) string { return cmp.Or(s, "NULL") }
+	insert := fmt.Sprintf("INSERT INTO token_events (%s)\nSELECT tenant_id, id, operation, subject, %s, %s, %s, %s, %s, %s, %s, %s FROM u",
+		eventColumns, e.Actor, e.Kind, null(e.From), e.To, cmp.Or(e.Generation, "generation"),
+		null(e.Detail), null(e.OutcomeStatus), null(e.OutcomeBody))
+	if t.Result == "" {
+		b.WriteString("\n")
+		b.WriteString(insert)
+		return b.String()
+	}
+	fmt.Fprintf(&b, ", ev AS (\n%s\n)\n%s", insert, strings.TrimSpace(t.Result))
+	return b.String()
+}
