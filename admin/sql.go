@@ -76,21 +76,18 @@ SELECT count(*) FROM del`
 // one every read reports here: inspect.StateExpr only ever turns an issued
 // token into an expired one, neither of which is counted, so the partial
 // index tokens_unresolved still serves these.
-const unresolvedSQL = `
-SELECT count(*) FILTER (WHERE state = 'pending'),
-       count(*) FILTER (WHERE state = 'unknown'),
-       coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE state = 'pending')) * 1e6, 0)::bigint,
-       coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE state = 'unknown')) * 1e6, 0)::bigint
-FROM tokens
-WHERE state IN ('pending', 'unknown')`
+var (
+	unresolvedSQL       = fmt.Sprintf(unresolvedText, "")
+	unresolvedTenantSQL = fmt.Sprintf(unresolvedText, "tenant_id = $1 AND")
+)
 
-const unresolvedTenantSQL = `
+const unresolvedText = `
 SELECT count(*) FILTER (WHERE state = 'pending'),
        count(*) FILTER (WHERE state = 'unknown'),
        coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE state = 'pending')) * 1e6, 0)::bigint,
        coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE state = 'unknown')) * 1e6, 0)::bigint
 FROM tokens
-WHERE tenant_id = $1 AND state IN ('pending', 'unknown')`
+WHERE %s state IN ('pending', 'unknown')`
 
 // tryLockSQL takes the sweeper's lock for the guard transaction that holds
 // it while the sweep's batches commit on other connections. A lock scoped to
