@@ -160,8 +160,8 @@ func matrixPlot(res *Results, title, ylabel string, logY bool, y func(Row) float
 // growthPlot draws spend throughput against the number of rows in tokens.
 func growthPlot(res *Results) *plot.Plot {
 	p := plot.New()
-	p.Title.Text = "Spend throughput vs table size"
-	p.X.Label.Text = "rows in tokens (log)"
+	p.Title.Text = "Spend throughput vs stored tokens"
+	p.X.Label.Text = "stored tokens (log)"
 	p.Y.Label.Text = "transactions / s"
 	p.X.Scale = plot.LogScale{}
 	var ticks []plot.Tick
@@ -186,7 +186,7 @@ func growthPlot(res *Results) *plot.Plot {
 		addSeries(p, scenarioName(opSpend, side), opSpend, side, xys)
 	}
 	if c > 0 {
-		p.Title.Text = fmt.Sprintf("Spend throughput vs table size, C=%d", c)
+		p.Title.Text = fmt.Sprintf("Spend throughput vs stored tokens, C=%d", c)
 	}
 	p.Y.Min, p.Y.Max = 0, hi*1.4 // room for the legend
 	p.Y.Tick.Marker = plainTicks{}

@@ -35,7 +35,7 @@ const (
 // Phases of a bench run.
 const (
 	phaseMatrix = "matrix" // every operation at every concurrency
-	phaseGrowth = "growth" // spends with a large table
+	phaseGrowth = "growth" // spends with many stored tokens
 )
 
 // Run is one timed measurement.
@@ -248,7 +248,7 @@ func writeTable(w io.Writer, res *Results) error {
 	for i, r := range res.Summary {
 		names[i] = scenarioName(r.Op, r.Side)
 		if r.Phase == phaseGrowth {
-			names[i] = fmt.Sprintf("%s @%s (%s rows)", names[i], humanCount(r.TableRows), humanCount(r.RowsAtStart))
+			names[i] = fmt.Sprintf("%s @%s (%s tokens)", names[i], humanCount(r.TableRows), humanCount(r.RowsAtStart))
 		}
 		width = max(width, len(names[i]))
 	}
@@ -260,7 +260,7 @@ func writeTable(w io.Writer, res *Results) error {
 		if r.Phase != phase {
 			phase = r.Phase
 			if phase == phaseGrowth {
-				fmt.Fprintf(tw, "%-*s\t\t\t\t\t\t\t\t\t\n", width, "growth: spend with a bigger table")
+				fmt.Fprintf(tw, "%-*s\t\t\t\t\t\t\t\t\t\n", width, "growth: spend with more stored tokens")
 			}
 		}
 		name := fmt.Sprintf("%-*s", width, names[i])
@@ -420,7 +420,7 @@ func growthRatioLine(g *GrowthRatio) string {
 		}
 		return fmt.Sprintf("%.2f", v)
 	}
-	return fmt.Sprintf("growth: spend tps @%s / @%s rows: tokend %s (issue 7 asks ≥ %.1f), limit %s (medians)",
+	return fmt.Sprintf("growth: spend tps @%s / @%s stored tokens: tokend %s (issue 7 asks ≥ %.1f), limit %s (medians)",
 		humanCount(g.LargeRows), humanCount(g.SmallRows), f(g.Tokend), targetGrowth, f(g.Limit))
 }
 

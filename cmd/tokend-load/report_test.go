@@ -133,7 +133,7 @@ func TestGrowthRatio(t *testing.T) {
 	if g == nil || g.SmallRows != 10_000 || g.LargeRows != 10_000_000 || g.Tokend != 0.8 || g.Limit != 0.8 {
 		t.Fatalf("growthRatio = %+v, want 10^7/10^4 of 0.8 for both", g)
 	}
-	if line := growthRatioLine(g); line != "growth: spend tps @10^7 / @10^4 rows: tokend 0.80 (issue 7 asks ≥ 0.8), limit 0.80 (medians)" {
+	if line := growthRatioLine(g); line != "growth: spend tps @10^7 / @10^4 stored tokens: tokend 0.80 (issue 7 asks ≥ 0.8), limit 0.80 (medians)" {
 		t.Errorf("line %q", line)
 	}
 	one := []Row{{Phase: phaseGrowth, Op: opSpend, Side: sideTokend, TableRows: 10_000, TPS: 1}}
@@ -186,7 +186,7 @@ func TestWriteFiles(t *testing.T) {
 	txt, _ := os.ReadFile(filepath.Join(dir, "results.txt"))
 	for _, want := range []string{"spend limit (pgbench)", "lookup tokend+redis", "lookup tokend, no lookup (ceiling)", "0.50", "fsync=on", "40.0 MiB", "10^7",
 		"lookup: cached/uncached 4.00 4.00 4.00 (C=1,8,32); no-lookup ceiling/uncached 2.00 2.00 2.00 (C=1,8,32)",
-		"growth: spend tps @10^7 / @10^4 rows: tokend 0.80"} {
+		"growth: spend tps @10^7 / @10^4 stored tokens: tokend 0.80"} {
 		if !bytes.Contains(txt, []byte(want)) {
 			t.Errorf("results.txt lacks %q:\n%s", want, txt)
 		}

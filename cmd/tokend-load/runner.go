@@ -147,7 +147,7 @@ func (b *bench) run(ctx context.Context) error {
 	b.res.Cache = b.cacheState()
 	if b.cfg.redis != "" && b.cached != nil && b.cfg.cacheNote == "" {
 		// Start from an empty cache database, so checkCache sees only this run.
-		if err := redisFlushDB(b.cfg.redis); err != nil {
+		if err := redisFlushDB(ctx, b.cfg.redis); err != nil {
 			b.res.Notes = append(b.res.Notes, "could not empty the Redis cache database: "+err.Error())
 		}
 	}
@@ -171,7 +171,7 @@ func (b *bench) run(ctx context.Context) error {
 		}
 	}
 	if slices.Contains(b.cfg.Ops, opLookup) && b.cached != nil {
-		b.checkCache()
+		b.checkCache(ctx)
 	}
 	if len(b.cfg.GrowthRows) > 0 {
 		if err := b.growth(ctx); err != nil {
@@ -463,11 +463,11 @@ func (b *bench) cacheState() string {
 
 // checkCache turns the cached column to pending when Redis holds no key
 // after the cached instance answered lookups: then it did not cache.
-func (b *bench) checkCache() {
+func (b *bench) checkCache(ctx context.Context) {
 	if b.cfg.redis == "" || b.cfg.cacheNote != "" {
 		return
 	}
-	n, err := redisDBSize(b.cfg.redis)
+	n, err := redisDBSize(ctx, b.cfg.redis)
 	switch {
 	case err != nil:
 		b.res.Notes = append(b.res.Notes, "could not check the Redis cache: "+err.Error())

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"os"
+	"runtime"
+	"testing"
+	"time"
+)
+
+func TestProcSelf(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	pid := os.Getpid()
+	cpu0, err := procCPU(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Burn CPU until the kernel's 10ms tick has counted some of it.
+	deadline := time.Now().Add(5 * time.Second)
+	var cpu1 time.Duration
+	sink := 1
+	for cpu1 <= cpu0 && time.Now().Before(deadline) {
+		for i := range 1_000_000 {
+			sink = sink*31 + i
+		}
+		if cpu1, err = procCPU(pid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = sink
+	if cpu1 <= cpu0 {
+		t.Fatalf("CPU time did not grow: %v then %v", cpu0, cpu1)
+	}
+
+	if err := resetPeakRSS(pid); err != nil {
+		t.Logf("clear_refs: %v (peak RSS is then since start)", err)
+	}
+	kb, err := peakRSS(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A Go test binary's peak RSS is megabytes, not bytes and not terabytes.
+	if kb < 1024 || kb > 64<<20 {
+		t.Fatalf("peak RSS %d KiB", kb)
+	}
+}
+
+func TestProcNoSuchPID(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	// Above the kernel's pid_max limit (2^22), so never a live process.
+	const pid = 1<<22 + 1
+	if _, err := procCPU(pid); err == nil {
+		t.Error("procCPU of a missing process succeeded")
+	}
+	if _, err := peakRSS(pid); err == nil {
+		t.Error("peakRSS of a missing process succeeded")
+	}
+}
