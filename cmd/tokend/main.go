@@ -7,6 +7,7 @@
 //	tokend migrate                                     apply the schema migrations
 //	tokend keys create --tenant T --role client|operator   print a new API key
 //	tokend keys revoke --tenant T --id key_…           revoke an API key
+//	tokend health                                      exit 0 when /readyz answers 200
 //
 // Configuration comes from the environment, every variable of which the
 // usage text (tokend help) lists; flags override it.
@@ -29,6 +30,7 @@ const usage = `usage:
   tokend migrate [--database-url URL]
   tokend keys create --tenant T --role client|operator [--database-url URL]
   tokend keys revoke --tenant T --id key_… [--database-url URL]
+  tokend health [--listen ADDR] [--timeout D]
   tokend version
 
 environment (a flag overrides its variable):
@@ -102,6 +104,8 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 			return revokeKey(ctx, rest[1:], getenv, stderr)
 		}
 		return usageError{fmt.Errorf("keys %s: want create or revoke", rest[0])}
+	case "health":
+		return health(ctx, rest, getenv, stderr)
 	case "version", "--version":
 		return printVersion(stdout)
 	case "help", "-h", "-help", "--help":
