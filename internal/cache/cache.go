@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -76,6 +77,10 @@ type Cache struct {
 	now     func() time.Time // judges RetainUntil; clock.Now
 	probe   prober
 	unsure  unsure // keys whose invalidation failed
+	// cluster is rdb when it is a Redis Cluster's client, else nil; its
+	// watcher runs until stopWatch is called (cluster.go).
+	cluster   *redis.ClusterClient
+	stopWatch func()
 }
 
 // New returns a Cache configured by cfg. It does not contact Redis: a Redis
@@ -107,6 +112,11 @@ func New(cfg Config) (*Cache, error) {
 		_, _ = rand.Read(c.macKey)
 	}
 	c.local = newLocal(cfg.LocalTTL, cfg.LocalMax, cfg.LocalMaxBytes)
+	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
+		stop := make(chan struct{})
+		c.cluster, c.stopWatch = cc, sync.OnceFunc(func() { close(stop) })
+		go c.watchCluster(stop)
+	}
 	return c, nil
 }
 
@@ -117,6 +127,9 @@ func (c *Cache) Close() error {
 		return nil
 	}
 	c.local.close()
+	if c.stopWatch != nil {
+		c.stopWatch()
+	}
 	return c.rdb.Close()
 }
 
@@ -157,7 +170,7 @@ func (c *Cache) get(ctx context.Context, kind, key string) (raw string, ok bool)
 		c.breaker.success() // Redis answered; the key is what is wrong
 		c.garbage(ctx, kind, key, "")
 	default:
-		c.breaker.failure()
+		c.failure()
 		c.observe(kind, resultError)
 	}
 	return "", false
@@ -216,7 +229,7 @@ func (c *Cache) remove(ctx context.Context, kind, key, raw string) {
 // done records the outcome of a write with the breaker and the observer.
 func (c *Cache) done(kind string, err error) {
 	if err != nil {
-		c.breaker.failure()
+		c.failure()
 		c.observe(kind, resultError)
 		return
 	}

@@ -13,8 +13,8 @@ type prober struct {
 	err error
 }
 
-// Probe asks Redis whether it answers, for /readyz: nil when it does, or
-// when no Redis is configured. The answer is reused for
+// Probe asks Redis whether it answers, for /readyz: nil when it does (on a
+// cluster, every master), or when no Redis is configured. The answer is reused for
 // Config.ProbeInterval, so that however often a load balancer asks, Redis
 // gets at most one PING per interval; each is bounded by
 // Config.ProbeTimeout (and by Config.Timeout, which bounds every read).
@@ -38,10 +38,10 @@ func (c *Cache) Probe(ctx context.Context) error {
 	}
 	pctx, cancel := context.WithTimeout(detach(ctx), c.cfg.ProbeTimeout)
 	defer cancel()
-	p.err = c.rdb.Ping(pctx).Err()
+	p.err = c.ping(pctx)
 	p.at = time.Now()
 	if p.err != nil {
-		c.breaker.failure()
+		c.failure()
 	} else {
 		c.breaker.success()
 	}

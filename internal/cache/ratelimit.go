@@ -25,7 +25,7 @@ func (c *Cache) Allow(ctx context.Context, key string, perSecond float64, burst 
 	defer cancel()
 	res, err := redis_rate.NewLimiter(c.rdb).Allow(ctx, c.cfg.Prefix+"rl:"+key, rateLimit(perSecond, burst))
 	if err != nil {
-		c.breaker.failure()
+		c.failure()
 		return false, 0, errors.Join(ErrNoSharedLimit, err)
 	}
 	c.breaker.success()
