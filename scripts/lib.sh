@@ -480,3 +480,113 @@ ensure_c_compiler() {
 	log "no C compiler ($cc) for -race; installing gcc"
 	_apt_install gcc libc6-dev || die "-race needs a C compiler; install gcc"
 }
+
+# ------------------------------------------- deployments: PgBouncer, Cluster --
+
+# _port_pair_free P: P and its Redis Cluster bus port P+10000 are both free.
+_port_pair_free() { ! _port_in_use "$1" && ! _port_in_use $(($1 + 10000)); }
+
+# start_pgbouncer: start PgBouncer (installing Debian's package if missing)
+# in transaction pooling mode in front of TOKEND_PG_ADMIN_URL's server, on a
+# free loopback port, and export TOKEND_TEST_PGBOUNCER_ADDR. It is stopped
+# at exit. Returns 1 when it cannot.
+start_pgbouncer() {
+	local bin dir port host pgport i owner=()
+	local re='^postgres(ql)?://([^@/]*@)?([^:/?]+)(:([0-9]+))?'
+	bin=$(command -v pgbouncer) || { _apt_install pgbouncer && bin=$(command -v pgbouncer); } || return 1
+	[[ $TOKEND_PG_ADMIN_URL =~ $re ]] || return 1
+	host=${BASH_REMATCH[3]} pgport=${BASH_REMATCH[5]:-5432}
+	port=$(_free_port 46432) || return 1
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/tokend-pgbouncer.XXXXXX")
+	echo '"postgres" ""' >"$dir/users.txt"
+	cat >"$dir/pgbouncer.ini" <<INI
+[databases]
+* = host=$host port=$pgport
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $port
+unix_socket_dir =
+auth_type = trust
+auth_file = $dir/users.txt
+pool_mode = transaction
+max_client_conn = 2000
+default_pool_size = 40
+pidfile = $dir/pgbouncer.pid
+logfile = $dir/pgbouncer.log
+INI
+	# PgBouncer refuses to run as root.
+	if [[ $EUID -eq 0 ]]; then
+		id postgres >/dev/null 2>&1 || return 1
+		chmod 755 "$dir" && chown -R postgres "$dir"
+		owner=(-u postgres)
+	fi
+	log "starting PgBouncer $("$bin" --version 2>/dev/null | head -n 1 | awk '{print $2}') (transaction pooling) on 127.0.0.1:$port"
+	"$bin" -d "${owner[@]}" "$dir/pgbouncer.ini" >/dev/null 2>&1 || {
+		tail -n 5 "$dir/pgbouncer.log" >&2 2>/dev/null
+		rm -rf "$dir"
+		return 1
+	}
+	_register_cleanup "_stop_pidfile $(printf '%q' "$dir/pgbouncer.pid") $(printf '%q' "$dir")"
+	for ((i = 0; i < 50; i++)); do
+		_port_in_use "$port" && break
+		sleep 0.1
+	done
+	_port_in_use "$port" || return 1
+	export TOKEND_TEST_PGBOUNCER_ADDR=127.0.0.1:$port
+}
+
+# start_redis_cluster: start a Redis Cluster of 3 masters with a replica
+# each (6 redis-server processes on free loopback ports of at most 55535:
+# a node's bus port is its port + 10000) and export
+# TOKEND_TEST_REDIS_CLUSTER_URL. It is stopped at exit. Returns 1 when it
+# cannot.
+start_redis_cluster() {
+	local server cli dir p=42000 i ports=() url
+	server=$(command -v redis-server) && cli=$(command -v redis-cli) || return 1
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/tokend-redis-cluster.XXXXXX")
+	_register_cleanup "_stop_redis_cluster $(printf '%q' "$dir")"
+	for ((i = 0; i < 6; i++)); do
+		while ! _port_pair_free "$p"; do
+			p=$((p + 1))
+			((p <= 55535)) || return 1
+		done
+		"$server" --port "$p" --bind 127.0.0.1 --daemonize yes --save '' --appendonly no \
+			--cluster-enabled yes --cluster-config-file "nodes-$p.conf" --cluster-node-timeout 1000 \
+			--dir "$dir" --pidfile "$dir/$p.pid" --logfile "$dir/$p.log" >/dev/null 2>&1 || return 1
+		ports+=("$p")
+		p=$((p + 1))
+	done
+	for p in "${ports[@]}"; do
+		for ((i = 0; i < 50; i++)); do
+			_redis_ping 127.0.0.1 "$p" && break
+			sleep 0.1
+		done
+		_redis_ping 127.0.0.1 "$p" || return 1
+	done
+	log "creating a Redis Cluster of 3 masters and 3 replicas on ports ${ports[*]}"
+	"$cli" --cluster create "${ports[@]/#/127.0.0.1:}" --cluster-replicas 1 --cluster-yes >/dev/null 2>&1 || return 1
+	for ((i = 0; i < 100; i++)); do
+		"$cli" -p "${ports[0]}" cluster info 2>/dev/null | grep -q '^cluster_state:ok' && break
+		sleep 0.1
+	done
+	"$cli" -p "${ports[0]}" cluster info 2>/dev/null | grep -q '^cluster_state:ok' || return 1
+	url="redis://127.0.0.1:${ports[0]}?"
+	for p in "${ports[@]:1}"; do url+="addr=127.0.0.1:$p&"; done
+	export TOKEND_TEST_REDIS_CLUSTER_URL=${url%&}
+}
+
+# _stop_pidfile PIDFILE DIR: stop the process of PIDFILE, remove DIR.
+_stop_pidfile() {
+	[[ -f $1 ]] && kill "$(<"$1")" 2>/dev/null
+	rm -rf "$2"
+}
+
+# _stop_redis_cluster DIR: stop every node whose pid file is in DIR.
+_stop_redis_cluster() {
+	local f
+	for f in "$1"/*.pid; do
+		[[ -f $f ]] && kill "$(<"$f")" 2>/dev/null
+	done
+	log "stopped the Redis Cluster"
+	rm -rf "$1"
+}

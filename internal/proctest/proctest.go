@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,7 +114,7 @@ const SecretKey = "proctest-server-key-0123456789abcdef0123"
 // Options configures a Server.
 type Options struct {
 	DatabaseURL string   // required
-	RedisURL    string   // optional
+	RedisURL    string   // optional; empty: TOKEND_TEST_TOKEND_REDIS_URL (scripts/test's Redis Cluster pass), else none
 	Env         []string // extra KEY=VALUE pairs
 	BuildTags   string   // run a build with these tags (BinaryWithTags); "" the plain one
 }
@@ -149,11 +150,15 @@ func Start(t testing.TB, opts Options) *Server {
 func (s *Server) start() {
 	s.t.Helper()
 	cmd := exec.Command(BinaryWithTags(s.t, s.opts.BuildTags), "serve")
-	cmd.Env = append(os.Environ(),
-		"TOKEND_DATABASE_URL="+s.opts.DatabaseURL,
+	redisURL := s.opts.RedisURL
+	if redisURL == "" {
+		redisURL = os.Getenv("TOKEND_TEST_TOKEND_REDIS_URL")
+	}
+	cmd.Env = append(os.Environ(), databaseEnv(s.opts.DatabaseURL)...)
+	cmd.Env = append(cmd.Env,
 		"TOKEND_LISTEN="+s.addr,
 		"TOKEND_SECRET_KEY="+SecretKey,
-		"TOKEND_REDIS_URL="+s.opts.RedisURL,
+		"TOKEND_REDIS_URL="+redisURL,
 	)
 	cmd.Env = append(cmd.Env, s.opts.Env...)
 	logs := &bytes.Buffer{}
@@ -205,7 +210,7 @@ func (s *Server) Logs() string {
 func CreateKey(t testing.TB, databaseURL, tenant, role string) string {
 	t.Helper()
 	cmd := exec.Command(Binary(t), "keys", "create", "--tenant", tenant, "--role", role)
-	cmd.Env = append(os.Environ(), "TOKEND_DATABASE_URL="+databaseURL)
+	cmd.Env = append(os.Environ(), databaseEnv(databaseURL)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -213,6 +218,21 @@ func CreateKey(t testing.TB, databaseURL, tenant, role string) string {
 		t.Fatalf("tokend keys create: %v\n%s", err, stderr.String())
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// databaseEnv is how a tokend process reaches databaseURL. scripts/test's
+// deployment pass sets TOKEND_TEST_PGBOUNCER_ADDR: the process then goes
+// through that PgBouncer in transaction pooling, as in production behind
+// one, with its sessions (migrations, LISTEN) straight to Postgres.
+func databaseEnv(databaseURL string) []string {
+	addr := os.Getenv("TOKEND_TEST_PGBOUNCER_ADDR")
+	u, err := url.Parse(databaseURL)
+	if addr == "" || err != nil {
+		return []string{"TOKEND_DATABASE_URL=" + databaseURL}
+	}
+	u.Host = addr
+	return []string{"TOKEND_DATABASE_URL=" + u.String(), "TOKEND_DATABASE_POOLING=transaction",
+		"TOKEND_DATABASE_SESSION_URL=" + databaseURL}
 }
 
 // WaitHealthy polls url's /healthz until it answers 200 or timeout passes.
