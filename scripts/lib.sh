@@ -35,7 +35,8 @@ TOKEND_PG_THROWAWAY_DATA=""
 TOKEND_PG_THROWAWAY_BINDIR=""
 TOKEND_REDIS_THROWAWAY_DIR=""
 
-log() { printf '==> %s\n' "$*" >&2; }
+# log prints a progress line, with the time, so a slow phase shows in CI's output.
+log() { printf '==> %s %s\n' "$(date +%T)" "$*" >&2; }
 warn() { printf '==> WARNING: %s\n' "$*" >&2; }
 die() {
 	printf '==> ERROR: %s\n' "$*" >&2
