@@ -5,8 +5,10 @@ import (
 	"time"
 )
 
-// These are the wire types of tokend's REST API, declared once: tokend's
-// OpenAPI document (GET /openapi.json) describes the same JSON.
+// These are the wire types of tokend's REST API, declared once: tokend
+// answers with these very types (internal/httpapi, internal/dispatch), and
+// its OpenAPI document (GET /openapi.json) describes the same JSON. The
+// server writes every time in UTC with six fractional digits.
 
 // Meta is what every result carries besides its body.
 type Meta struct {
@@ -213,17 +215,20 @@ type Purged struct {
 	Purged int64 `json:"purged"`
 }
 
-// Policy is an operation's declaration.
+// Policy is an operation's declaration. Declaring, zero fields are left
+// out and take the server's defaults; tokend answers with every field, its
+// defaults applied (a declared value is never zero, and IgnoredFields is
+// [] rather than left out).
 type Policy struct {
 	Mode             string   `json:"mode"`                      // atomic or lease
 	OnLeaseExpiry    string   `json:"on_lease_expiry,omitempty"` // unknown or takeover
 	LeaseSeconds     int      `json:"lease_seconds,omitempty"`
 	MaxTTLSeconds    int      `json:"max_ttl_seconds,omitempty"`
 	RetentionSeconds int      `json:"retention_seconds,omitempty"`
-	IgnoredFields    []string `json:"ignored_fields,omitempty"`
+	IgnoredFields    []string `json:"ignored_fields,omitzero"`
 	// EventOutcome puts the stored outcome body in the events (feed and
 	// webhooks) of tokens issued under this declaration.
-	EventOutcome bool `json:"event_outcome,omitempty"`
+	EventOutcome bool `json:"event_outcome"`
 }
 
 // Operation is a declared operation: its name and its policy.

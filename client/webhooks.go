@@ -22,7 +22,7 @@ type Webhook struct {
 	// only: tokend never shows it again.
 	Secret string `json:"secret,omitempty"`
 	// Deliveries, in Webhook's answer only, are the latest deliveries.
-	Deliveries []WebhookDelivery `json:"deliveries,omitempty"`
+	Deliveries []WebhookDelivery `json:"deliveries,omitzero"`
 }
 
 // WebhookDelivery is one event owed to an endpoint, with its attempts.

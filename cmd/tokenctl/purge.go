@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+
+	"github.com/tokend/tokend/client"
 )
 
 // purgeCmd repeats POST /v1/admin/purge until a round purges nothing. Each
@@ -36,9 +38,7 @@ func purgeCmd(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(c.stderr, "tokenctl: purge: round %d: %d purged, %d in all\n", round, r.Purged, total)
 	}
 	if c.json {
-		b, err := json.Marshal(struct {
-			Purged int64 `json:"purged"`
-		}{total})
+		b, err := json.Marshal(client.Purged{Purged: total})
 		if err != nil {
 			return err
 		}

@@ -1,13 +1,13 @@
 package dispatch
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend/client"
 	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/token"
 )
@@ -35,34 +35,15 @@ type handlers struct {
 	allowed []string
 }
 
-// endpointView is an endpoint as the API shows it; Secret only on creation.
-type endpointView struct {
-	ID             string      `json:"id"`
-	URL            string      `json:"url"`
-	EventTypes     []string    `json:"event_types"`
-	Enabled        bool        `json:"enabled"`
-	DisabledReason *string     `json:"disabled_reason"`
-	FeedPosition   int64       `json:"feed_position"`
-	FailingSince   *string     `json:"failing_since"`
-	CreatedAt      string      `json:"created_at"`
-	Secret         string      `json:"secret,omitempty"`
-	Deliveries     *[]Delivery `json:"deliveries,omitempty"`
-}
-
-const timeFormat = "2006-01-02T15:04:05.000000Z07:00"
-
-func view(e Endpoint) endpointView {
-	v := endpointView{ID: e.ID, URL: e.URL, EventTypes: e.EventTypes, Enabled: e.Enabled,
-		FeedPosition: e.FeedPosition, CreatedAt: e.CreatedAt.UTC().Format(timeFormat)}
+// view is an endpoint as the API shows it; the secret only on creation.
+func view(e Endpoint) client.Webhook {
+	v := client.Webhook{ID: e.ID, URL: e.URL, EventTypes: e.EventTypes, Enabled: e.Enabled,
+		FeedPosition: e.FeedPosition, CreatedAt: e.CreatedAt, FailingSince: e.FailingSince}
 	if v.EventTypes == nil {
 		v.EventTypes = []string{}
 	}
 	if e.DisabledReason != "" {
 		v.DisabledReason = &e.DisabledReason
-	}
-	if e.FailingSince != nil {
-		s := e.FailingSince.UTC().Format(timeFormat)
-		v.FailingSince = &s
 	}
 	return v
 }
@@ -77,22 +58,8 @@ func problem(err error) error {
 	return err
 }
 
-func write(c *gin.Context, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		httpapi.Abort(c, err)
-		return
-	}
-	c.Data(status, "application/json", b)
-}
-
-type createRequest struct {
-	URL        string   `json:"url"`
-	EventTypes []string `json:"event_types"`
-}
-
 func (h *handlers) create(c *gin.Context) {
-	var req createRequest
+	var req client.WebhookRequest
 	if err := httpapi.Decode(c, &req); err != nil {
 		httpapi.Abort(c, err)
 		return
@@ -106,7 +73,7 @@ func (h *handlers) create(c *gin.Context) {
 	v := view(e)
 	v.Secret = secret
 	c.Header("Cache-Control", "no-store")
-	write(c, http.StatusCreated, v)
+	httpapi.WriteJSON(c, http.StatusCreated, v)
 }
 
 func (h *handlers) list(c *gin.Context) {
@@ -115,13 +82,11 @@ func (h *handlers) list(c *gin.Context) {
 		httpapi.Abort(c, err)
 		return
 	}
-	items := make([]endpointView, 0, len(eps))
+	list := client.WebhookList{Items: make([]client.Webhook, 0, len(eps))}
 	for _, e := range eps {
-		items = append(items, view(e))
+		list.Items = append(list.Items, view(e))
 	}
-	write(c, http.StatusOK, struct {
-		Items []endpointView `json:"items"`
-	}{items})
+	httpapi.WriteJSON(c, http.StatusOK, list)
 }
 
 func (h *handlers) get(c *gin.Context) {
@@ -140,8 +105,8 @@ func (h *handlers) get(c *gin.Context) {
 		ds = []Delivery{}
 	}
 	v := view(e)
-	v.Deliveries = &ds
-	write(c, http.StatusOK, v)
+	v.Deliveries = ds
+	httpapi.WriteJSON(c, http.StatusOK, v)
 }
 
 func (h *handlers) delete(c *gin.Context) {
@@ -162,19 +127,12 @@ func (h *handlers) answer(c *gin.Context) func(Endpoint, error) {
 			httpapi.Abort(c, problem(err))
 			return
 		}
-		write(c, http.StatusOK, view(e))
+		httpapi.WriteJSON(c, http.StatusOK, view(e))
 	}
 }
 
-type redeliverRequest struct {
-	// After: only deliveries of events after this feed position.
-	After int64 `json:"after"`
-	// All: also those already delivered, not only the failed ones.
-	All bool `json:"all"`
-}
-
 func (h *handlers) redeliver(c *gin.Context) {
-	var req redeliverRequest
+	var req client.Redelivery
 	if err := httpapi.Decode(c, &req); err != nil {
 		httpapi.Abort(c, err)
 		return
@@ -184,7 +142,5 @@ func (h *handlers) redeliver(c *gin.Context) {
 		httpapi.Abort(c, problem(err))
 		return
 	}
-	write(c, http.StatusOK, struct {
-		Redelivered int64 `json:"redelivered"`
-	}{n})
+	httpapi.WriteJSON(c, http.StatusOK, client.Redelivered{Redelivered: n})
 }

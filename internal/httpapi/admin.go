@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tokend/tokend/admin"
+	"github.com/tokend/tokend/client"
 	"github.com/tokend/tokend/inspect"
 	"github.com/tokend/tokend/token"
 )
@@ -29,41 +30,22 @@ import (
 // timeout; the caller repeats the request until it purges nothing.
 const purgeMaxBatches = 10
 
-// recordView is everything stored about a token, as operators see it. The
+// viewRecord is everything stored about a token, as operators see it. The
 // secret is not among it: only its hash is stored, and that is not shown.
-type recordView struct {
-	ID             string          `json:"id"`
-	Tenant         string          `json:"tenant"`
-	Operation      string          `json:"operation"`
-	Subject        string          `json:"subject"`
-	IntentID       string          `json:"intent_id"`
-	State          token.State     `json:"state"`
-	Generation     int64           `json:"generation"`
-	OperationID    *string         `json:"operation_id"`
-	PayloadDigest  *string         `json:"payload_digest"` // hex
-	CreatedAt      string          `json:"created_at"`
-	ExpiresAt      string          `json:"expires_at"`
-	RetainUntil    string          `json:"retain_until"`
-	LeaseExpiresAt *string         `json:"lease_expires_at"`
-	FinishedAt     *string         `json:"finished_at"`
-	ResultStatus   *int            `json:"result_status"`
-	ResultBody     json.RawMessage `json:"result_body"` // what spends replay
-}
-
-func viewRecord(r token.Record) recordView {
-	v := recordView{
+func viewRecord(r token.Record) client.Record {
+	v := client.Record{
 		ID:             r.ID,
 		Tenant:         r.Tenant,
 		Operation:      r.Operation,
 		Subject:        r.Subject,
 		IntentID:       r.IntentID,
-		State:          r.State,
+		State:          client.State(r.State),
 		Generation:     r.Generation,
-		CreatedAt:      timestamp(r.CreatedAt),
-		ExpiresAt:      timestamp(r.ExpiresAt),
-		RetainUntil:    timestamp(r.RetainUntil),
-		LeaseExpiresAt: timestampOrNil(r.LeaseExpiresAt),
-		FinishedAt:     timestampOrNil(r.FinishedAt),
+		CreatedAt:      r.CreatedAt,
+		ExpiresAt:      r.ExpiresAt,
+		RetainUntil:    r.RetainUntil,
+		LeaseExpiresAt: r.LeaseExpiresAt,
+		FinishedAt:     r.FinishedAt,
 		ResultBody:     r.ResultBody, // stored as the JSON a spend answered
 	}
 	if r.OperationID != "" {
@@ -79,28 +61,9 @@ func viewRecord(r token.Record) recordView {
 	return v
 }
 
-// eventView is one entry of a token's audit trail: who did what, when, under
-// which generation.
-type eventView struct {
-	Seq        int64           `json:"seq"`
-	At         string          `json:"at"`
-	Actor      string          `json:"actor"`
-	Kind       string          `json:"kind"`
-	From       *token.State    `json:"from_state"` // null for the issue
-	To         token.State     `json:"to_state"`
-	Generation int64           `json:"generation"`
-	Detail     json.RawMessage `json:"detail"`
-}
-
-// tokenDetail is the answer to GET /v1/admin/tokens/{id}.
-type tokenDetail struct {
-	recordView
-	Events []eventView `json:"events"`
-}
-
 func (s *Server) inspectToken(c *gin.Context) {
 	ctx, tenant, id := c.Request.Context(), Caller(c).Tenant, c.Param("id")
-	var d tokenDetail
+	var d client.TokenDetail
 	// One snapshot for the record and its trail, so that they agree even
 	// while the token moves.
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
@@ -113,11 +76,12 @@ func (s *Server) inspectToken(c *gin.Context) {
 		if err != nil {
 			return err
 		}
-		d = tokenDetail{recordView: viewRecord(r), Events: make([]eventView, 0, len(evs))}
+		d = client.TokenDetail{Record: viewRecord(r), Events: make([]client.Event, 0, len(evs))}
 		for _, e := range evs {
-			v := eventView{Seq: e.Seq, At: timestamp(e.At), Actor: e.Actor, Kind: e.Kind, To: e.To, Generation: e.Generation, Detail: e.Detail}
+			v := client.Event{Seq: e.Seq, At: e.At, Actor: e.Actor, Kind: e.Kind, To: client.State(e.To), Generation: e.Generation, Detail: e.Detail}
 			if e.From != "" {
-				v.From = &e.From
+				from := client.State(e.From)
+				v.From = &from
 			}
 			d.Events = append(d.Events, v)
 		}
@@ -127,13 +91,7 @@ func (s *Server) inspectToken(c *gin.Context) {
 		Abort(c, err)
 		return
 	}
-	writeJSON(c, http.StatusOK, d)
-}
-
-// tokenPage is the answer to GET /v1/admin/tokens.
-type tokenPage struct {
-	Items      []recordView `json:"items"`
-	NextCursor *string      `json:"next_cursor"` // null on the last page
+	WriteJSON(c, http.StatusOK, d)
 }
 
 func (s *Server) listTokens(c *gin.Context) {
@@ -147,14 +105,14 @@ func (s *Server) listTokens(c *gin.Context) {
 		Abort(c, err)
 		return
 	}
-	page := tokenPage{Items: make([]recordView, 0, len(items))}
+	page := client.Page{Items: make([]client.Record, 0, len(items))}
 	for _, r := range items {
 		page.Items = append(page.Items, viewRecord(r))
 	}
 	if next != "" {
 		page.NextCursor = &next
 	}
-	writeJSON(c, http.StatusOK, page)
+	WriteJSON(c, http.StatusOK, page)
 }
 
 // filterParams are the query parameters of GET /v1/admin/tokens.
@@ -228,7 +186,7 @@ func (s *Server) revokeToken(c *gin.Context) {
 		return
 	}
 	s.forgetRecord(c.Request.Context(), r)
-	writeJSON(c, http.StatusOK, viewRecord(r))
+	WriteJSON(c, http.StatusOK, viewRecord(r))
 }
 
 type reconcileRequest struct {
@@ -256,7 +214,7 @@ func (s *Server) reconcileToken(c *gin.Context) {
 		return
 	}
 	s.forgetRecord(c.Request.Context(), r)
-	writeJSON(c, http.StatusOK, viewRecord(r))
+	WriteJSON(c, http.StatusOK, viewRecord(r))
 }
 
 func (s *Server) purge(c *gin.Context) {
@@ -274,17 +232,7 @@ func (s *Server) purge(c *gin.Context) {
 		Abort(c, err)
 		return
 	}
-	writeJSON(c, http.StatusOK, struct {
-		Purged int64 `json:"purged"`
-	}{n})
-}
-
-// statsView counts the caller's tokens that wait for someone; see admin.Stats.
-type statsView struct {
-	Pending                 int64 `json:"pending"`
-	Unknown                 int64 `json:"unknown"`
-	OldestPendingAgeSeconds int64 `json:"oldest_pending_age_seconds"`
-	OldestUnknownAgeSeconds int64 `json:"oldest_unknown_age_seconds"`
+	WriteJSON(c, http.StatusOK, client.Purged{Purged: n})
 }
 
 func (s *Server) stats(c *gin.Context) {
@@ -293,7 +241,7 @@ func (s *Server) stats(c *gin.Context) {
 		Abort(c, err)
 		return
 	}
-	writeJSON(c, http.StatusOK, statsView{
+	WriteJSON(c, http.StatusOK, client.Stats{
 		Pending:                 st.Pending,
 		Unknown:                 st.Unknown,
 		OldestPendingAgeSeconds: int64(st.OldestPendingAge / time.Second),

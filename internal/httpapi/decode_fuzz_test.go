@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/tokend/tokend/client"
 )
 
 // requestBodies makes a fresh destination for the body of every endpoint
@@ -18,7 +20,7 @@ var requestBodies = []func() any{
 	func() any { return new(completeRequest) },
 	func() any { return new(failRequest) },
 	func() any { return new(unknownRequest) },
-	func() any { return new(policyFields) },
+	func() any { return new(client.Policy) },
 	func() any { return new(revokeRequest) },
 	func() any { return new(reconcileRequest) },
 }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
@@ -12,8 +11,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tokend/tokend/client"
 	"github.com/tokend/tokend/event"
-	"github.com/tokend/tokend/token"
 )
 
 // MaxEventWait bounds the long poll of GET /v1/events.
@@ -21,30 +20,6 @@ const MaxEventWait = 30 * time.Second
 
 // eventPollInterval is how often a long poll looks for new events.
 const eventPollInterval = 200 * time.Millisecond
-
-// feedEventView is one event of GET /v1/events.
-type feedEventView struct {
-	ID            string          `json:"id"`
-	Position      int64           `json:"position"`
-	Type          string          `json:"type"`
-	TokenID       string          `json:"token_id"`
-	Operation     string          `json:"operation"`
-	Subject       string          `json:"subject"`
-	Actor         string          `json:"actor"`
-	From          *token.State    `json:"from_state"`
-	To            token.State     `json:"to_state"`
-	Generation    int64           `json:"generation"`
-	OutcomeStatus *int            `json:"outcome_status"`
-	Outcome       json.RawMessage `json:"outcome"` // null unless the operation opted in
-	At            string          `json:"at"`
-}
-
-// feedPage is the answer of GET /v1/events. NextCursor is where the next
-// read starts, also when this page is empty, so a follower keeps it as is.
-type feedPage struct {
-	Items      []feedEventView `json:"items"`
-	NextCursor string          `json:"next_cursor"`
-}
 
 // feedQuery is what GET /v1/events reads.
 type feedQuery struct {
@@ -113,15 +88,22 @@ func (s *Server) listEvents(c *gin.Context) {
 		case <-time.After(eventPollInterval):
 		}
 	}
-	page := feedPage{Items: make([]feedEventView, 0, len(events)), NextCursor: strconv.FormatInt(f.after, 10)}
+	// NextCursor is where the next read starts, also when this page is
+	// empty, so a follower keeps it as is.
+	page := client.EventPage{Items: make([]client.FeedEvent, 0, len(events)), NextCursor: strconv.FormatInt(f.after, 10)}
 	for _, e := range events {
-		page.Items = append(page.Items, feedEventView{
+		v := client.FeedEvent{
 			ID: e.ID, Position: e.Position, Type: e.Type, TokenID: e.TokenID,
 			Operation: e.Operation, Subject: e.Subject, Actor: e.Actor,
-			From: e.From, To: e.To, Generation: e.Generation,
-			OutcomeStatus: e.OutcomeStatus, Outcome: e.Outcome, At: timestamp(e.At),
-		})
+			To: client.State(e.To), Generation: e.Generation,
+			OutcomeStatus: e.OutcomeStatus, Outcome: e.Outcome, At: e.At,
+		}
+		if e.From != nil {
+			from := client.State(*e.From)
+			v.From = &from
+		}
+		page.Items = append(page.Items, v)
 		page.NextCursor = strconv.FormatInt(e.Position, 10)
 	}
-	writeJSON(c, http.StatusOK, page)
+	WriteJSON(c, http.StatusOK, page)
 }

@@ -21,7 +21,7 @@ const checkTimeout = 2 * time.Second
 // healthz says the process is up and serving; it checks nothing else, so a
 // database outage does not get healthy processes restarted.
 func (s *Server) healthz(c *gin.Context) {
-	writeJSON(c, http.StatusOK, map[string]string{"status": "ok"})
+	WriteJSON(c, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // readiness is /readyz's answer. Status is "ready", "degraded" (an optional
@@ -59,5 +59,5 @@ func (s *Server) readyz(c *gin.Context) {
 		status = http.StatusServiceUnavailable
 		c.Header("Retry-After", "1")
 	}
-	writeJSON(c, status, r)
+	WriteJSON(c, status, r)
 }

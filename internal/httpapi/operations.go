@@ -6,34 +6,20 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tokend/tokend/client"
 	"github.com/tokend/tokend/operation"
 )
 
-// policyFields are an operation's declaration as PUT takes it; the name is
-// the path's.
-type policyFields struct {
-	Mode             operation.Mode         `json:"mode"`
-	OnLeaseExpiry    operation.ExpiryPolicy `json:"on_lease_expiry"`
-	LeaseSeconds     int                    `json:"lease_seconds"`
-	MaxTTLSeconds    int                    `json:"max_ttl_seconds"`
-	RetentionSeconds int                    `json:"retention_seconds"`
-	IgnoredFields    []string               `json:"ignored_fields"`
-	EventOutcome     bool                   `json:"event_outcome"`
-}
-
-type policyView struct {
-	Name string `json:"name"`
-	policyFields
-}
-
-func viewPolicy(p operation.Policy) policyView {
+// viewPolicy is an operation's declaration as the API answers it: every
+// field, defaults applied.
+func viewPolicy(p operation.Policy) client.Operation {
 	ignored := p.IgnoredFields
 	if ignored == nil {
 		ignored = []string{}
 	}
-	return policyView{Name: p.Name, policyFields: policyFields{
-		Mode:             p.Mode,
-		OnLeaseExpiry:    p.OnLeaseExpiry,
+	return client.Operation{Name: p.Name, Policy: client.Policy{
+		Mode:             string(p.Mode),
+		OnLeaseExpiry:    string(p.OnLeaseExpiry),
 		LeaseSeconds:     p.LeaseSeconds,
 		MaxTTLSeconds:    p.MaxTTLSeconds,
 		RetentionSeconds: p.RetentionSeconds,
@@ -48,13 +34,11 @@ func (s *Server) listOperations(c *gin.Context) {
 		Abort(c, err)
 		return
 	}
-	items := make([]policyView, 0, len(ps))
+	list := client.OperationList{Items: make([]client.Operation, 0, len(ps))}
 	for _, p := range ps {
-		items = append(items, viewPolicy(p))
+		list.Items = append(list.Items, viewPolicy(p))
 	}
-	writeJSON(c, http.StatusOK, struct {
-		Items []policyView `json:"items"`
-	}{items})
+	WriteJSON(c, http.StatusOK, list)
 }
 
 // errOperationNotFound answers for an operation that is the resource asked
@@ -72,7 +56,7 @@ func (s *Server) getOperation(c *gin.Context) {
 		Abort(c, err)
 		return
 	}
-	writeJSON(c, http.StatusOK, viewPolicy(p))
+	WriteJSON(c, http.StatusOK, viewPolicy(p))
 }
 
 // deleteOperation removes a declaration and answers with it.
@@ -86,19 +70,19 @@ func (s *Server) deleteOperation(c *gin.Context) {
 		Abort(c, err)
 		return
 	}
-	writeJSON(c, http.StatusOK, viewPolicy(p))
+	WriteJSON(c, http.StatusOK, viewPolicy(p))
 }
 
 func (s *Server) putOperation(c *gin.Context) {
-	var f policyFields
+	var f client.Policy // the name is the path's
 	if err := Decode(c, &f); err != nil {
 		Abort(c, err)
 		return
 	}
 	p, err := operation.Put(c.Request.Context(), s.pool, Caller(c).Tenant, operation.Policy{
 		Name:             c.Param("name"),
-		Mode:             f.Mode,
-		OnLeaseExpiry:    f.OnLeaseExpiry,
+		Mode:             operation.Mode(f.Mode),
+		OnLeaseExpiry:    operation.ExpiryPolicy(f.OnLeaseExpiry),
 		LeaseSeconds:     f.LeaseSeconds,
 		MaxTTLSeconds:    f.MaxTTLSeconds,
 		RetentionSeconds: f.RetentionSeconds,
@@ -109,5 +93,5 @@ func (s *Server) putOperation(c *gin.Context) {
 		Abort(c, err)
 		return
 	}
-	writeJSON(c, http.StatusOK, viewPolicy(p))
+	WriteJSON(c, http.StatusOK, viewPolicy(p))
 }

@@ -4,10 +4,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tokend/tokend/client"
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/metrics"
@@ -22,38 +22,11 @@ const (
 var errIdempotencyKeyMissing = &Problem{Status: http.StatusBadRequest, Code: "idempotency_key_missing", Title: "Idempotency-Key missing",
 	Detail: "issuing a token needs an Idempotency-Key header naming the business intent; keep it when retrying"}
 
-// timeFormat is RFC 3339 in UTC with the database's microseconds, always
-// six digits, so that a time renders the same way on every replay.
-const timeFormat = "2006-01-02T15:04:05.000000Z07:00"
-
-func timestamp(t time.Time) string { return t.UTC().Format(timeFormat) }
-
-func timestampOrNil(t *time.Time) *string {
-	if t == nil {
-		return nil
-	}
-	s := timestamp(*t)
-	return &s
-}
-
 type issueRequest struct {
 	Operation  string  `json:"operation"`
 	Subject    string  `json:"subject"`
 	TTLSeconds int     `json:"ttl_seconds"`
 	Payload    payload `json:"payload"`
-}
-
-// issuedBody is the answer to an issue request. It is rendered from fields
-// that never change after issuance, with the state as it was then, so a
-// replay answers byte for byte what the first request got.
-type issuedBody struct {
-	ID            string      `json:"id"`
-	Token         string      `json:"token"`
-	Operation     string      `json:"operation"`
-	Subject       string      `json:"subject"`
-	State         token.State `json:"state"`
-	ExpiresAt     string      `json:"expires_at"`
-	PayloadDigest *string     `json:"payload_digest"`
 }
 
 func (s *Server) issue(c *gin.Context) {
@@ -88,13 +61,16 @@ func (s *Server) issue(c *gin.Context) {
 	default:
 		s.metrics.ObserveIssue(metrics.IssueCreated)
 	}
-	body := issuedBody{
+	// Rendered from fields that never change after issuance, with the state
+	// as it was then, so a replay answers byte for byte what the first
+	// request got.
+	body := client.IssuedToken{
 		ID:        out.Token.ID,
 		Token:     out.Secret.Reveal(),
 		Operation: out.Token.Operation,
 		Subject:   out.Token.Subject,
-		State:     token.Issued,
-		ExpiresAt: timestamp(out.Token.ExpiresAt),
+		State:     client.Issued,
+		ExpiresAt: out.Token.ExpiresAt,
 	}
 	if out.Token.PayloadDigest != nil {
 		d := hex.EncodeToString(out.Token.PayloadDigest)
@@ -104,7 +80,7 @@ func (s *Server) issue(c *gin.Context) {
 	if out.Replayed {
 		c.Header(replayedHeader, "true")
 	}
-	writeJSON(c, http.StatusCreated, body)
+	WriteJSON(c, http.StatusCreated, body)
 }
 
 type consumeRequest struct {
@@ -222,7 +198,7 @@ func (s *Server) finish(c *gin.Context, a token.Action, generation *int64, statu
 	if rec.Replayed {
 		c.Header(replayedHeader, "true")
 	}
-	writeJSON(c, http.StatusOK, rec)
+	WriteJSON(c, http.StatusOK, client.Recorded{TokenID: rec.TokenID, State: client.State(rec.State), Generation: rec.Generation, Status: rec.Status})
 }
 
 // writeOutcome answers with a spend's stored status and body, byte for byte.
@@ -233,49 +209,26 @@ func writeOutcome(c *gin.Context, resp consume.Response) {
 	c.Data(resp.Status, "application/json", resp.Body)
 }
 
-// tokenView is what a client may see of a token: no secret, no outcome.
-type tokenView struct {
-	ID             string      `json:"id"`
-	Operation      string      `json:"operation"`
-	Subject        string      `json:"subject"`
-	State          token.State `json:"state"`
-	Generation     int64       `json:"generation"`
-	CreatedAt      string      `json:"created_at"`
-	ExpiresAt      string      `json:"expires_at"`
-	OperationID    *string     `json:"operation_id"`
-	LeaseExpiresAt *string     `json:"lease_expires_at"`
-	FinishedAt     *string     `json:"finished_at"`
-}
-
 func (s *Server) getToken(c *gin.Context) {
 	r, err := s.lookupToken(c.Request.Context(), Caller(c).Tenant, c.Param("id"))
 	if err != nil {
 		Abort(c, err)
 		return
 	}
-	v := tokenView{
+	// What a client may see of a token: no secret, no outcome.
+	v := client.Token{
 		ID:             r.ID,
 		Operation:      r.Operation,
 		Subject:        r.Subject,
-		State:          r.State,
+		State:          client.State(r.State),
 		Generation:     r.Generation,
-		CreatedAt:      timestamp(r.CreatedAt),
-		ExpiresAt:      timestamp(r.ExpiresAt),
-		LeaseExpiresAt: timestampOrNil(r.LeaseExpiresAt),
-		FinishedAt:     timestampOrNil(r.FinishedAt),
+		CreatedAt:      r.CreatedAt,
+		ExpiresAt:      r.ExpiresAt,
+		LeaseExpiresAt: r.LeaseExpiresAt,
+		FinishedAt:     r.FinishedAt,
 	}
 	if r.OperationID != "" {
 		v.OperationID = &r.OperationID
 	}
-	writeJSON(c, http.StatusOK, v)
-}
-
-// writeJSON answers with v as JSON.
-func writeJSON(c *gin.Context, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		Abort(c, err)
-		return
-	}
-	c.Data(status, "application/json", body)
+	WriteJSON(c, http.StatusOK, v)
 }

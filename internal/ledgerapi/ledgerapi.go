@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend/client"
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/internal/httpapi"
 )
@@ -28,7 +29,7 @@ func Mount(pool *pgxpool.Pool) httpapi.Mount {
 				httpapi.Abort(c, err)
 				return
 			}
-			c.JSON(http.StatusOK, ledger.Account{Account: account, Balance: balance})
+			httpapi.WriteJSON(c, http.StatusOK, client.Account{Account: account, Balance: balance})
 		})
 	}
 }
