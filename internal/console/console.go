@@ -113,7 +113,7 @@ func New(cfg Config) (*Console, error) {
 
 // Mount registers the console's routes on r, under Config.Path.
 func (c *Console) Mount(r gin.IRouter) {
-	g := r.Group(c.path, secureHeaders, sameOrigin)
+	g := r.Group(c.path, secureHeaders...)
 	g.GET("", c.home)
 	g.GET("/", c.home)
 	g.GET("/signin", c.signinPage)

@@ -5,10 +5,11 @@ import (
 	"embed"
 	"fmt"
 	"html/template"
-	"io/fs"
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/tokend/tokend/internal/websession"
 )
 
 var (
@@ -16,13 +17,7 @@ var (
 	templateFiles embed.FS
 	//go:embed static
 	staticFiles embed.FS
-	staticFS    = func() http.FileSystem {
-		sub, err := fs.Sub(staticFiles, "static")
-		if err != nil {
-			panic(err)
-		}
-		return http.FS(sub)
-	}()
+	staticFS    = websession.Static(staticFiles, "static")
 )
 
 var funcs = template.FuncMap{

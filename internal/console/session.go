@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tokend/tokend/internal/apikey"
+	"github.com/tokend/tokend/internal/websession"
 )
 
 const (
@@ -129,14 +130,5 @@ func (c *Console) signout(g *gin.Context) {
 }
 
 func (c *Console) setCookie(g *gin.Context, value string, maxAge int) {
-	http.SetCookie(g.Writer, &http.Cookie{
-		Name: cookieName, Value: value, Path: c.path, MaxAge: maxAge,
-		HttpOnly: true, Secure: isHTTPS(g.Request), SameSite: http.SameSiteStrictMode,
-	})
-}
-
-// isHTTPS reports whether the browser reached us over HTTPS, directly or
-// through a proxy that terminates TLS; only then can a cookie be Secure.
-func isHTTPS(r *http.Request) bool {
-	return r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"
+	websession.SetCookie(g.Writer, g.Request, http.Cookie{Name: cookieName, Value: value, Path: c.path, SameSite: http.SameSiteStrictMode}, maxAge)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/form"
 	"github.com/tokend/tokend/intent"
+	"github.com/tokend/tokend/internal/keyrate"
 	"github.com/tokend/tokend/internal/websession"
 	"github.com/tokend/tokend/token"
 )
@@ -83,7 +84,7 @@ type App struct {
 	topup    *form.Protector
 	pages    *pages
 
-	perVisitor, perIP *limiter
+	perVisitor, perIP *keyrate.Limiter
 }
 
 // New returns the demo app configured by cfg.
@@ -97,8 +98,8 @@ func New(cfg Config) (*App, error) {
 		path:       cmp.Or(cfg.Path, DefaultPath),
 		log:        cmp.Or(cfg.Logger, slog.Default()),
 		sessions:   websession.NewSigner(cfg.SecretKey, "tokend demo session v1"),
-		perVisitor: newLimiter(cmp.Or(cfg.VisitorLimit, DefaultVisitorLimit)),
-		perIP:      newLimiter(cmp.Or(cfg.IPLimit, DefaultIPLimit)),
+		perVisitor: cmp.Or(cfg.VisitorLimit, DefaultVisitorLimit).limiter(),
+		perIP:      cmp.Or(cfg.IPLimit, DefaultIPLimit).limiter(),
 	}
 	var err error
 	a.topup, err = form.New(form.Config{
@@ -117,7 +118,7 @@ func New(cfg Config) (*App, error) {
 
 // Mount registers the app's routes on r, under Config.Path.
 func (a *App) Mount(r gin.IRouter) {
-	g := r.Group(a.path, secureHeaders, sameOrigin)
+	g := r.Group(a.path, secureHeaders...)
 	g.StaticFS("/static", staticFS)
 	g = g.Group("", a.limit)
 	g.GET("", a.home)

@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
-	"io/fs"
 	"net/http"
 	"strconv"
 
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/form"
+	"github.com/tokend/tokend/internal/websession"
 	"github.com/tokend/tokend/token"
 )
 
@@ -20,13 +20,7 @@ var (
 	templateFiles embed.FS
 	//go:embed static
 	staticFiles embed.FS
-	staticFS    = func() http.FileSystem {
-		sub, err := fs.Sub(staticFiles, "static")
-		if err != nil {
-			panic(err)
-		}
-		return http.FS(sub)
-	}()
+	staticFS    = websession.Static(staticFiles, "static")
 )
 
 // pages renders the app's pages, the top-up form's among them (form.Pages).

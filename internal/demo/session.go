@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/tokend/tokend/internal/websession"
 )
 
 const (
@@ -94,14 +96,5 @@ func (a *App) signout(c *gin.Context) {
 }
 
 func (a *App) setCookie(c *gin.Context, value string, maxAge int) {
-	http.SetCookie(c.Writer, &http.Cookie{
-		Name: cookieName, Value: value, Path: a.path, MaxAge: maxAge,
-		HttpOnly: true, Secure: isHTTPS(c.Request), SameSite: http.SameSiteLaxMode,
-	})
-}
-
-// isHTTPS reports whether the browser reached us over HTTPS, directly or
-// through a proxy that terminates TLS; only then can a cookie be Secure.
-func isHTTPS(r *http.Request) bool {
-	return r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"
+	websession.SetCookie(c.Writer, c.Request, http.Cookie{Name: cookieName, Value: value, Path: a.path, SameSite: http.SameSiteLaxMode}, maxAge)
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/cache"
+	"github.com/tokend/tokend/internal/keyrate"
 	"github.com/tokend/tokend/internal/logredact"
 	"github.com/tokend/tokend/internal/metrics"
 )
@@ -133,7 +134,7 @@ type Server struct {
 	authenticate func(ctx context.Context, presented string) (apikey.Key, error)
 	keys         *keyCache // nil: no in-process key cache
 	checks       []Check
-	limiter      *keyLimiter // nil: no limit
+	limiter      *keyrate.Limiter // nil: no limit
 	cache        *cache.Cache
 	metrics      *metrics.Metrics
 	engine       *gin.Engine
