@@ -95,26 +95,20 @@ func operationsList(ctx context.Context, e *env, args []string) error {
 }
 
 func operationsGet(ctx context.Context, e *env, args []string) error {
-	c := e.newCommand("operations get", "operations get <name>", "name")
-	names, err := c.parse(args)
-	if err != nil {
-		return err
-	}
-	api, err := c.client()
-	if err != nil {
-		return err
-	}
-	op, err := api.GetOperation(ctx, names[0])
-	if err != nil {
-		return err
-	}
-	return c.printPolicy(op)
+	return operationsOne(ctx, e, "get", args, (*client.Client).GetOperation)
 }
 
 // operationsDelete removes a declaration. The server refuses it for a
 // built-in operation and while the operation has unfinished tokens.
 func operationsDelete(ctx context.Context, e *env, args []string) error {
-	c := e.newCommand("operations delete", "operations delete <name>", "name")
+	return operationsOne(ctx, e, "delete", args, (*client.Client).DeleteOperation)
+}
+
+// operationsOne runs a command that names one operation and prints the
+// declaration call answers with.
+func operationsOne(ctx context.Context, e *env, verb string, args []string,
+	call func(*client.Client, context.Context, string) (*client.Operation, error)) error {
+	c := e.newCommand("operations "+verb, "operations "+verb+" <name>", "name")
 	names, err := c.parse(args)
 	if err != nil {
 		return err
@@ -123,7 +117,7 @@ func operationsDelete(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	op, err := api.DeleteOperation(ctx, names[0])
+	op, err := call(api, ctx, names[0])
 	if err != nil {
 		return err
 	}

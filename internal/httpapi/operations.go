@@ -47,30 +47,27 @@ var errOperationNotFound = &Problem{Status: http.StatusNotFound, Code: "unknown_
 	Detail: "the operation is not declared for this tenant"}
 
 func (s *Server) getOperation(c *gin.Context) {
-	p, err := operation.Get(c.Request.Context(), s.pool, Caller(c).Tenant, c.Param("name"), s.spender.Handlers())
-	if errors.Is(err, operation.ErrUnknown) {
-		Abort(c, errOperationNotFound)
-		return
-	}
-	if err != nil {
-		Abort(c, err)
-		return
-	}
-	WriteJSON(c, http.StatusOK, viewPolicy(p))
+	answerOperation(c)(operation.Get(c.Request.Context(), s.pool, Caller(c).Tenant, c.Param("name"), s.spender.Handlers()))
 }
 
 // deleteOperation removes a declaration and answers with it.
 func (s *Server) deleteOperation(c *gin.Context) {
-	p, err := operation.Delete(c.Request.Context(), s.pool, Caller(c).Tenant, c.Param("name"), s.spender.Handlers())
-	if errors.Is(err, operation.ErrUnknown) {
-		Abort(c, errOperationNotFound)
-		return
+	answerOperation(c)(operation.Delete(c.Request.Context(), s.pool, Caller(c).Tenant, c.Param("name"), s.spender.Handlers()))
+}
+
+// answerOperation answers with the declaration a call on the operation the
+// path names returned: 404 when it is not declared.
+func answerOperation(c *gin.Context) func(operation.Policy, error) {
+	return func(p operation.Policy, err error) {
+		switch {
+		case errors.Is(err, operation.ErrUnknown):
+			Abort(c, errOperationNotFound)
+		case err != nil:
+			Abort(c, err)
+		default:
+			WriteJSON(c, http.StatusOK, viewPolicy(p))
+		}
 	}
-	if err != nil {
-		Abort(c, err)
-		return
-	}
-	WriteJSON(c, http.StatusOK, viewPolicy(p))
 }
 
 func (s *Server) putOperation(c *gin.Context) {
