@@ -2,9 +2,6 @@ package cache
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +9,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
+	"github.com/tokend/tokend/internal/redistest"
 	"github.com/tokend/tokend/token"
 )
 
@@ -19,10 +17,6 @@ import (
 // machine 50ms is not always enough, and a test must not fail because the
 // breaker opened on a slow scheduler.
 const testTimeout = 2 * time.Second
-
-// defaultTestRedisURL is where scripts/test provides a Redis when
-// TOKEND_TEST_REDIS_URL is unset.
-const defaultTestRedisURL = "redis://127.0.0.1:6379/0"
 
 // backend is a Redis a test can run against.
 type backend struct {
@@ -45,7 +39,7 @@ var backends = []backend{
 // openMini returns a Cache on a fresh miniredis.
 func openMini(t testing.TB, cfg Config) (*Cache, *miniredis.Miniredis, *recorder) {
 	t.Helper()
-	mr := miniredis.RunT(t)
+	mr := redistest.Mini(t)
 	cfg.URL = "redis://" + mr.Addr()
 	c, rec := open(t, cfg)
 	return c, mr, rec
@@ -56,28 +50,8 @@ func openMini(t testing.TB, cfg Config) (*Cache, *miniredis.Miniredis, *recorder
 // scripts/test guarantees one.
 func openReal(t testing.TB, cfg Config) (*Cache, *recorder) {
 	t.Helper()
-	cfg.URL = os.Getenv("TOKEND_TEST_REDIS_URL")
-	if cfg.URL == "" {
-		cfg.URL = defaultTestRedisURL
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	cfg.Prefix = "tokend-test:" + hex.EncodeToString(b[:]) + ":"
-	c, rec := open(t, cfg)
-	ctx := context.Background()
-	if err := c.rdb.Ping(ctx).Err(); err != nil {
-		t.Fatalf("Redis at TOKEND_TEST_REDIS_URL (default %s) is unreachable; run scripts/test: %v", defaultTestRedisURL, err)
-	}
-	t.Cleanup(func() {
-		iter := c.rdb.Scan(ctx, 0, cfg.Prefix+"*", 100).Iterator()
-		for iter.Next(ctx) {
-			c.rdb.Del(ctx, iter.Val())
-		}
-		if err := iter.Err(); err != nil {
-			t.Logf("clean up %s*: %v", cfg.Prefix, err)
-		}
-	})
-	return c, rec
+	cfg.URL, cfg.Prefix = redistest.URL(), redistest.Prefix(t, "cache")
+	return open(t, cfg)
 }
 
 func open(t testing.TB, cfg Config) (*Cache, *recorder) {

@@ -2,12 +2,10 @@ package cache
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"io"
 	"math/rand/v2"
 	"net"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tokend/tokend/internal/redistest"
 	"github.com/tokend/tokend/token"
 )
 
@@ -99,7 +98,7 @@ func TestReadYourWritesThroughSlowRedis(t *testing.T) {
 	}
 	// The real Redis, for its real TTLs: entries must expire for reads to
 	// keep loading and filling.
-	opt, err := redis.ParseURL(cmp.Or(os.Getenv("TOKEND_TEST_REDIS_URL"), defaultTestRedisURL))
+	opt, err := redis.ParseURL(redistest.URL())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/tokend/tokend/internal/cache"
 	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/redistest"
 	"github.com/tokend/tokend/token"
 )
 
@@ -37,7 +38,7 @@ func BenchmarkGetToken(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := cache.New(cache.Config{URL: testRedisURL(), Prefix: fmt.Sprintf("tokend-bench:%d:", time.Now().UnixNano())})
+	c, err := cache.New(cache.Config{URL: redistest.URL(), Prefix: fmt.Sprintf("tokend-bench:%d:", time.Now().UnixNano())})
 	if err != nil {
 		b.Fatal(err)
 	}

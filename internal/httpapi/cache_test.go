@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -13,13 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/tokend/tokend/admin"
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/internal/cache"
 	"github.com/tokend/tokend/internal/httpapi"
+	"github.com/tokend/tokend/internal/redistest"
 	"github.com/tokend/tokend/token"
 )
 
@@ -47,42 +45,10 @@ func (o *observer) count(k string) int {
 }
 
 // testRedisURL is the real Redis scripts/test provides.
-func testRedisURL() string {
-	if u := os.Getenv("TOKEND_TEST_REDIS_URL"); u != "" {
-		return u
-	}
-	return "redis://127.0.0.1:6379/0"
-}
-
-// forgetPrefix deletes, once t and its servers are done, what the test
-// left in the test Redis under prefix: the cache's entries and the rate
-// limiter's buckets. It runs last, as the first cleanup registered.
-func forgetPrefix(t *testing.T, prefix string) {
-	t.Cleanup(func() {
-		opt, err := redis.ParseURL(testRedisURL())
-		if err != nil {
-			t.Logf("clean up %s*: %v", prefix, err)
-			return
-		}
-		rdb := redis.NewClient(opt)
-		defer rdb.Close()
-		ctx := context.Background()
-		for _, pattern := range []string{prefix + "*", "rate:" + prefix + "*"} {
-			iter := rdb.Scan(ctx, 0, pattern, 100).Iterator()
-			for iter.Next(ctx) {
-				rdb.Del(ctx, iter.Val())
-			}
-			if err := iter.Err(); err != nil {
-				t.Logf("clean up %s: %v", pattern, err)
-			}
-		}
-	})
-}
-
 // withCache gives the server a cache on url under a prefix of the test's own.
 func withCache(t *testing.T, url string, obs *observer, tune func(*cache.Config)) func(*httpapi.Config) {
 	prefix := fmt.Sprintf("tokend-test:%s:%d:", t.Name(), time.Now().UnixNano())
-	forgetPrefix(t, prefix)
+	redistest.Forget(t, prefix)
 	cfg := cache.Config{URL: url, Prefix: prefix, Observer: obs}
 	if tune != nil {
 		tune(&cfg)
@@ -107,7 +73,7 @@ func TestCacheServesReadsAndFollowsEveryChange(t *testing.T) {
 	t.Parallel()
 	obs := &observer{}
 	// Without the in-process key cache, so key resolutions reach Redis.
-	a := newAPI(t, withCache(t, testRedisURL(), obs, nil), func(c *httpapi.Config) { c.KeyCacheTTL = -1 })
+	a := newAPI(t, withCache(t, redistest.URL(), obs, nil), func(c *httpapi.Config) { c.KeyCacheTTL = -1 })
 	key := a.client()
 	tok := a.issue(key, "cached-1", creditBody("alice", 3))
 
@@ -142,7 +108,7 @@ func TestCacheServesReadsAndFollowsEveryChange(t *testing.T) {
 // shown at most by reads; a spend is decided in Postgres.
 func TestCacheStaleEntryCannotDecideASpend(t *testing.T) {
 	t.Parallel()
-	a := newAPI(t, withCache(t, testRedisURL(), &observer{}, nil))
+	a := newAPI(t, withCache(t, redistest.URL(), &observer{}, nil))
 	ctx := context.Background()
 	key, other := a.client(), a.key("globex", "client")
 
@@ -325,7 +291,7 @@ func TestCacheRedisDownMidLoad(t *testing.T) {
 // so reads show the new state at once.
 func TestCacheFollowsOperatorChanges(t *testing.T) {
 	t.Parallel()
-	a := newAPI(t, withCache(t, testRedisURL(), &observer{}, nil))
+	a := newAPI(t, withCache(t, redistest.URL(), &observer{}, nil))
 	key, op := a.client(), a.operator()
 	tok := a.issue(key, "op-change", creditBody("dora", 1))
 	if res := a.get(key, "/v1/tokens/"+tok.ID); !strings.Contains(string(res.body), `"state":"issued"`) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tokend/tokend/internal/cache"
 	"github.com/tokend/tokend/internal/httpapi"
+	"github.com/tokend/tokend/internal/redistest"
 )
 
 // TestCacheForgedEntryIsLoggedWithRequestID: a token entry rewritten by
@@ -24,8 +25,8 @@ func TestCacheForgedEntryIsLoggedWithRequestID(t *testing.T) {
 	obs := &observer{}
 	var logs syncBuffer
 	prefix := fmt.Sprintf("tokend-test:%s:%d:", t.Name(), time.Now().UnixNano())
-	forgetPrefix(t, prefix)
-	c, err := cache.New(cache.Config{URL: testRedisURL(), Prefix: prefix, Observer: obs, Timeout: 2 * time.Second,
+	redistest.Forget(t, prefix)
+	c, err := cache.New(cache.Config{URL: redistest.URL(), Prefix: prefix, Observer: obs, Timeout: 2 * time.Second,
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil)), RequestID: httpapi.RequestID})
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +39,7 @@ func TestCacheForgedEntryIsLoggedWithRequestID(t *testing.T) {
 		t.Fatalf("read: %d %s", res.status, res.body)
 	}
 
-	opt, err := redis.ParseURL(testRedisURL())
+	opt, err := redis.ParseURL(redistest.URL())
 	if err != nil {
 		t.Fatal(err)
 	}

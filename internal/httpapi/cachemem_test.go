@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/tokend/tokend/internal/redistest"
 )
 
 // heapBound is what the README and SECURITY.md state: reading many tokens
@@ -20,7 +22,7 @@ const heapBound = 16 << 20
 // a read shows it held all 24 MB. Not parallel: the heap is the process's.
 func TestCacheHeapBoundedWithLargeOutcomes(t *testing.T) {
 	const tokens, outcome = 400, 60 << 10
-	a := newAPI(t, withCache(t, testRedisURL(), &observer{}, nil))
+	a := newAPI(t, withCache(t, redistest.URL(), &observer{}, nil))
 	key := a.client()
 	if res := a.do(request{method: http.MethodPut, path: "/v1/admin/operations/pay.big", key: a.operator(), body: `{"mode":"lease","lease_seconds":600}`}); res.status != http.StatusOK {
 		t.Fatalf("PUT operation = %d %s", res.status, res.body)

@@ -19,6 +19,7 @@ import (
 	"github.com/tokend/tokend/internal/cache"
 	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/redistest"
 )
 
 // slowRedis returns the address of a proxy in front of target that holds
@@ -91,13 +92,13 @@ func slowRedis(t *testing.T, target string, delay time.Duration) string {
 // spend was answered, on either server, must show the token consumed.
 func TestCacheReadYourWritesAcrossInstances(t *testing.T) {
 	t.Parallel()
-	opt, err := redis.ParseURL(testRedisURL())
+	opt, err := redis.ParseURL(redistest.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	url := "redis://" + slowRedis(t, opt.Addr, 25*time.Millisecond) + "/" + strconv.Itoa(opt.DB)
 	prefix := fmt.Sprintf("tokend-test:%s:%d:", t.Name(), time.Now().UnixNano())
-	forgetPrefix(t, prefix)
+	redistest.Forget(t, prefix)
 	macKey := cache.MACKey([]byte("the server key both instances have"))
 	withShared := func(hc *httpapi.Config) {
 		c, err := cache.New(cache.Config{URL: url, Prefix: prefix, MACKey: macKey, Timeout: 2 * time.Second})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tokend/tokend/internal/httpapi"
+	"github.com/tokend/tokend/internal/redistest"
 )
 
 // An issued token past its expiry, by the database clock, is expired in
@@ -25,7 +26,7 @@ func TestExpiryIsAStateInEveryRead(t *testing.T) {
 	}{
 		{"postgres", func(*testing.T) []func(*httpapi.Config) { return nil }},
 		{"cache", func(t *testing.T) []func(*httpapi.Config) {
-			return []func(*httpapi.Config){withCache(t, testRedisURL(), &observer{}, nil)}
+			return []func(*httpapi.Config){withCache(t, redistest.URL(), &observer{}, nil)}
 		}},
 	}
 	for _, srv := range servers {
@@ -114,7 +115,7 @@ func TestExpiryIsAStateInEveryRead(t *testing.T) {
 func TestCachedIssuedTokenExpires(t *testing.T) {
 	t.Parallel()
 	obs := &observer{}
-	a := newAPI(t, withCache(t, testRedisURL(), obs, nil))
+	a := newAPI(t, withCache(t, redistest.URL(), obs, nil))
 	key := a.client()
 	tok := a.credit(key, "soon", "alice", false)
 	a.exec(`UPDATE tokens SET expires_at = now() + interval '1 second' WHERE id = $1`, tok.ID)

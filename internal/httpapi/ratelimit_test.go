@@ -9,6 +9,7 @@ import (
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/cache"
 	"github.com/tokend/tokend/internal/httpapi"
+	"github.com/tokend/tokend/internal/redistest"
 )
 
 func TestRateLimitPerKey(t *testing.T) {
@@ -52,7 +53,7 @@ func TestRateLimitAcrossInstances(t *testing.T) {
 		url     string
 		allowed int
 	}{
-		{"shared Redis", testRedisURL(), 3},
+		{"shared Redis", redistest.URL(), 3},
 		{"Redis down", "redis://127.0.0.1:1/0", 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

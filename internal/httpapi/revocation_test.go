@@ -13,6 +13,7 @@ import (
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/cache"
 	"github.com/tokend/tokend/internal/httpapi"
+	"github.com/tokend/tokend/internal/redistest"
 )
 
 // watchRevocations wires apikey.Watch to the server as cmd/tokend does and
@@ -56,11 +57,11 @@ func TestRevocationReachesEveryCache(t *testing.T) {
 			return func(c *httpapi.Config) { c.KeyCacheTTL = time.Hour }
 		}},
 		{"redis", func(t *testing.T) func(*httpapi.Config) {
-			withRedis := withCache(t, testRedisURL(), &observer{}, func(c *cache.Config) { c.KeyTTL = time.Hour })
+			withRedis := withCache(t, redistest.URL(), &observer{}, func(c *cache.Config) { c.KeyTTL = time.Hour })
 			return func(c *httpapi.Config) { withRedis(c); c.KeyCacheTTL = -1 }
 		}},
 		{"redis and in process", func(t *testing.T) func(*httpapi.Config) {
-			withRedis := withCache(t, testRedisURL(), &observer{}, func(c *cache.Config) { c.KeyTTL = time.Hour })
+			withRedis := withCache(t, redistest.URL(), &observer{}, func(c *cache.Config) { c.KeyTTL = time.Hour })
 			return func(c *httpapi.Config) { withRedis(c); c.KeyCacheTTL = time.Hour }
 		}},
 	}

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/gin-gonic/gin"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
@@ -22,6 +21,7 @@ import (
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/cache"
 	"github.com/tokend/tokend/internal/metrics"
+	"github.com/tokend/tokend/internal/redistest"
 	"github.com/tokend/tokend/token"
 )
 
@@ -94,7 +94,7 @@ func TestScrape(t *testing.T) {
 	m.ObserveCache("apikey", "forged")
 
 	// The cache, driven for real, reports to m.
-	mr := miniredis.RunT(t)
+	mr := redistest.Mini(t)
 	c, err := cache.New(cache.Config{URL: "redis://" + mr.Addr(), Observer: m, Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
