@@ -105,12 +105,12 @@ func sweep(ctx context.Context, db Querier, s scope, opts PurgeOptions) (counts,
 	opts.Actor = cmp.Or(opts.Actor, DefaultActor)
 	opts.EventRetention = cmp.Or(opts.EventRetention, DefaultEventRetention)
 	lapse, expire, del := store.SweepLapse.All, store.SweepExpire.All, store.SweepPurge.All
-	delEvents, delDeliveries := deleteEventsSQL, deleteDeliveriesSQL
+	delEvents, delDeliveries := store.DeleteEvents.All, store.DeleteDeliveries.All
 	withActor := []any{opts.BatchSize, opts.Actor}
 	eventArgs := []any{opts.BatchSize, opts.EventRetention.Seconds()}
 	if s.one {
 		lapse, expire, del = store.SweepLapse.Tenant, store.SweepExpire.Tenant, store.SweepPurge.Tenant
-		delEvents, delDeliveries = deleteEventsTenantSQL, deleteDeliveriesTenantSQL
+		delEvents, delDeliveries = store.DeleteEvents.Tenant, store.DeleteDeliveries.Tenant
 		withActor = append(withActor, s.tenant)
 		eventArgs = append(eventArgs, s.tenant)
 	}

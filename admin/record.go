@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/inspect"
+	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/token"
 )
 
@@ -44,7 +45,7 @@ func transition(ctx context.Context, tx pgx.Tx, tenant, id string, from token.St
 		testHookAfterMiss()
 	}
 	var state token.State
-	err = tx.QueryRow(ctx, lockStateSQL, tenant, id).Scan(&state)
+	err = tx.QueryRow(ctx, store.LockStateSQL, tenant, id).Scan(&state)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return token.Record{}, token.ErrNotFound

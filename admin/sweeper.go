@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tokend/tokend/internal/store"
 )
 
 // DefaultSweepInterval is SweeperConfig.Interval's default.
@@ -120,7 +122,7 @@ func (s *Sweeper) sweepOnce(ctx context.Context) (c counts, ran bool, err error)
 		return c, false, fmt.Errorf("admin: sweep: %w", err)
 	}
 	defer guard.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // ends the guard, and so the lock
-	if err := guard.QueryRow(ctx, tryLockSQL, sweeperLockKey).Scan(&ran); err != nil {
+	if err := guard.QueryRow(ctx, store.TryLockSQL, sweeperLockKey).Scan(&ran); err != nil {
 		return c, false, fmt.Errorf("admin: sweep: take lock: %w", err)
 	}
 	if !ran {

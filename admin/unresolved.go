@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tokend/tokend/internal/store"
 )
 
 // Stats counts the tokens someone owes an outcome for: pending ones, whose
@@ -22,12 +24,12 @@ type Stats struct {
 
 // Unresolved returns the Stats of all tenants, for metrics.
 func Unresolved(ctx context.Context, q Querier) (Stats, error) {
-	return scanStats(q.QueryRow(ctx, unresolvedSQL))
+	return scanStats(q.QueryRow(ctx, store.UnresolvedSQL))
 }
 
 // UnresolvedTenant returns the Stats of tenant's tokens, for its operators.
 func UnresolvedTenant(ctx context.Context, q Querier, tenant string) (Stats, error) {
-	return scanStats(q.QueryRow(ctx, unresolvedTenantSQL, tenant))
+	return scanStats(q.QueryRow(ctx, store.UnresolvedTenantSQL, tenant))
 }
 
 func scanStats(row pgx.Row) (Stats, error) {

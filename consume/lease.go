@@ -137,7 +137,7 @@ func explainFinish(ctx context.Context, tx pgx.Tx, a token.Action, r Report, rec
 		leased       bool
 		reportedKind *token.Action
 	)
-	err := tx.QueryRow(ctx, reportStateSQL, r.Tenant, r.TokenID, r.Generation).
+	err := tx.QueryRow(ctx, store.ReportStateSQL, r.Tenant, r.TokenID, r.Generation).
 		Scan(&state, &generation, &status, &storedBody, &leased, &reportedKind)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Recorded{}, token.ErrNotFound

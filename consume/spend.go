@@ -219,8 +219,8 @@ func (s *Spender) lock(ctx context.Context, tx pgx.Tx, req Request) (*locked, er
 	if s.lockWait != "" {
 		// One round trip for both: the wait bound applies to this transaction only.
 		b := &pgx.Batch{}
-		b.Queue(setLockTimeoutSQL, s.lockWait)
-		b.Queue(lockSQL, req.Tenant, req.Secret.Hash())
+		b.Queue(store.SetLockTimeoutSQL, s.lockWait)
+		b.Queue(store.LockSQL, req.Tenant, req.Secret.Hash())
 		br := tx.SendBatch(ctx, b)
 		defer br.Close()
 		if _, err := br.Exec(); err != nil {
@@ -228,7 +228,7 @@ func (s *Spender) lock(ctx context.Context, tx pgx.Tx, req Request) (*locked, er
 		}
 		row = br.QueryRow()
 	} else {
-		row = tx.QueryRow(ctx, lockSQL, req.Tenant, req.Secret.Hash())
+		row = tx.QueryRow(ctx, store.LockSQL, req.Tenant, req.Secret.Hash())
 	}
 	t := &locked{}
 	p := &t.policy

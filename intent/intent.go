@@ -262,7 +262,7 @@ func fingerprint(req Request, ignored []string) (digest, fp []byte, err error) {
 	return digest, token.Fingerprint(req.Operation, req.Subject, digest, req.TTLSeconds, APIVersion), nil
 }
 
-// existing is the token holding an intent, as existingSQL and replaySQL read it.
+// existing is the token holding an intent, as store.ExistingSQL and store.ReplaySQL read it.
 type existing struct {
 	rec                token.Record
 	fingerprint, nonce []byte
@@ -317,7 +317,7 @@ func (is *Issuer) replay(ctx context.Context, q operation.Querier, req Request, 
 		req.Validate() != nil || !operation.ValidName(req.Operation) {
 		return Issued{}, refusal
 	}
-	e, err := scanExisting(q.QueryRow(ctx, replaySQL, req.Tenant, req.Operation, req.IntentID))
+	e, err := scanExisting(q.QueryRow(ctx, store.ReplaySQL, req.Tenant, req.Operation, req.IntentID))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return Issued{}, refusal
@@ -365,7 +365,7 @@ func (is *Issuer) resolve(ctx context.Context, tx pgx.Tx, c *candidate) (Issued,
 	// Bounded: each round either finds a row or inserts; only a concurrent
 	// purge or re-issue of the same intent makes another round necessary.
 	for range 3 {
-		e, err := scanExisting(tx.QueryRow(ctx, existingSQL, c.req.Tenant, c.req.Operation, c.req.IntentID))
+		e, err := scanExisting(tx.QueryRow(ctx, store.ExistingSQL, c.req.Tenant, c.req.Operation, c.req.IntentID))
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			// Purged between our insert and this read: claim it again.

@@ -10,7 +10,8 @@ import (
 
 // TestEveryTransitionRecordsItsEvent: each statement that changes a token
 // is valid SQL on tokend's schema (Postgres prepares it, so names, types and
-// parameter numbers all agree) and writes exactly one event insert.
+// parameter numbers all agree) and writes exactly one event insert; the
+// other statements of the package prepare too.
 func TestEveryTransitionRecordsItsEvent(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
@@ -31,6 +32,21 @@ func TestEveryTransitionRecordsItsEvent(t *testing.T) {
 	for name, sql := range statements {
 		if n := strings.Count(sql, "INSERT INTO token_events"); n != 1 {
 			t.Errorf("%s: %d event inserts, want 1:\n%s", name, n, sql)
+		}
+		if _, err := conn.Conn().Prepare(t.Context(), "", sql); err != nil {
+			t.Errorf("%s: %v\n%s", name, err, sql)
+		}
+	}
+	// The locks, reads and deletes beside them write no event.
+	for name, sql := range map[string]string{
+		"lock": store.LockSQL, "report state": store.ReportStateSQL, "existing": store.ExistingSQL, "replay": store.ReplaySQL,
+		"lock state": store.LockStateSQL, "delete events": store.DeleteEvents.All, "delete events, one tenant": store.DeleteEvents.Tenant,
+		"delete deliveries": store.DeleteDeliveries.All, "delete deliveries, one tenant": store.DeleteDeliveries.Tenant,
+		"unresolved": store.UnresolvedSQL, "unresolved, one tenant": store.UnresolvedTenantSQL, "try lock": store.TryLockSQL,
+		"lock timeout": store.SetLockTimeoutSQL,
+	} {
+		if strings.Contains(sql, "token_events (") {
+			t.Errorf("%s writes an event", name)
 		}
 		if _, err := conn.Conn().Prepare(t.Context(), "", sql); err != nil {
 			t.Errorf("%s: %v\n%s", name, err, sql)

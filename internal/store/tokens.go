@@ -154,11 +154,11 @@ func purged(actor string) Event {
 	return Event{Actor: actor, Kind: "'purged'", From: "state", To: "'purged'"}
 }
 
-// Sweep is one step of the sweep, run in batches of at most $1 tokens, each
-// batch one statement and so one short transaction, answering how many
-// tokens it moved or deleted; $2 is the actor. SKIP LOCKED passes over rows
-// a spender holds right now: the spender decides them, and the next batch or
-// sweep sees the outcome.
+// Sweep is one step of the sweep, run in batches of at most $1 rows, each
+// batch one statement and so one short transaction, answering how many rows
+// it moved or deleted. SKIP LOCKED passes over rows a spender holds right
+// now: the spender decides them, and the next batch or sweep sees the
+// outcome. For the steps that move tokens, $2 is the actor.
 type Sweep struct {
 	// All is the sweeper's form, over every tenant.
 	All string

@@ -1,4 +1,4 @@
-package intent
+package store
 
 // existingColumns are what a re-issue needs of the token holding an intent,
 // the ignored fields it was issued under among them: its fingerprint was
@@ -11,11 +11,11 @@ SELECT id, subject, state, generation, payload_digest, created_at, expires_at, r
 FROM tokens
 WHERE tenant_id = $1 AND operation = $2 AND intent_id = $3`
 
-// existingSQL reads the token holding an intent, locking it so a concurrent
+// ExistingSQL reads the token holding an intent, locking it so a concurrent
 // re-issue after retention forgets it only once.
-const existingSQL = existingColumns + `
+const ExistingSQL = existingColumns + `
 FOR UPDATE`
 
-// replaySQL reads it without a lock, for a request that can only be a
+// ReplaySQL reads it without a lock, for a request that can only be a
 // replay: one the operation's current policy would refuse.
-const replaySQL = existingColumns
+const ReplaySQL = existingColumns

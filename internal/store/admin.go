@@ -1,4 +1,4 @@
-package admin
+package store
 
 import (
 	"fmt"
@@ -6,31 +6,20 @@ import (
 	"github.com/tokend/tokend/inspect"
 )
 
-// Every statement here is constant text, or filled in at init from one:
-// request data only ever reaches the database as parameters. Times are the
-// database clock's, so every instance and the sweeper agree on what has
-// expired.
-
-// lockStateSQL tells why a conditional transition matched no row, with the
+// LockStateSQL tells why a conditional transition matched no row, with the
 // state every read reports (inspect.StateExpr): an issued token past its
 // expiry is expired. The lock makes the answer hold until the caller's
 // transaction ends.
-const lockStateSQL = `SELECT ` + inspect.StateExpr + ` FROM tokens WHERE tenant_id = $1 AND id = $2 FOR UPDATE`
+const LockStateSQL = `SELECT ` + inspect.StateExpr + ` FROM tokens WHERE tenant_id = $1 AND id = $2 FOR UPDATE`
 
-// The sweep's steps that move tokens are internal/store's (store.Sweep);
-// the deletes of events and deliveries below come in the same two forms.
-
-// deleteEventsSQL deletes events past the event retention ($2 seconds) whose
-// token is gone. Only positioned events go: one still waiting for its
+// DeleteEvents deletes events past the event retention ($2 seconds) whose
+// token is gone, in batches of $1, a Sweep's two forms. Only positioned events go: one still waiting for its
 // position has not been offered to the feed yet; nor do events a webhook
 // delivery still owes, or that an enabled endpoint has yet to be offered.
 // A live token keeps its whole trail, which its operator record shows.
-var (
-	deleteEventsSQL       = fmt.Sprintf(deleteEventsText, "")
-	deleteEventsTenantSQL = fmt.Sprintf(deleteEventsText, "e.tenant_id = $3 AND")
-)
+var DeleteEvents = Sweep{All: fmt.Sprintf(deleteEventsText, ""), Tenant: fmt.Sprintf(deleteEventsText, "e.tenant_id = $3 AND")}
 
-// deleteDeliveriesText deletes finished webhook deliveries (delivered, or
+// DeleteDeliveries deletes finished webhook deliveries (delivered, or
 // failed for good) that finished longer ago than the event retention ($2
 // seconds), with their attempts (ON DELETE CASCADE). Pending ones stay.
 const deleteDeliveriesText = `
@@ -46,12 +35,9 @@ WITH due AS (
 )
 SELECT count(*) FROM del`
 
-var (
-	deleteDeliveriesSQL       = fmt.Sprintf(deleteDeliveriesText, "")
-	deleteDeliveriesTenantSQL = fmt.Sprintf(deleteDeliveriesText, "tenant_id = $3 AND")
-)
+var DeleteDeliveries = Sweep{All: fmt.Sprintf(deleteDeliveriesText, ""), Tenant: fmt.Sprintf(deleteDeliveriesText, "tenant_id = $3 AND")}
 
-// deleteEventsText is both forms of deleteEventsSQL, the one-tenant form
+// deleteEventsText is both forms of DeleteEvents, the one-tenant form
 // with its tenant filter in the %s.
 const deleteEventsText = `
 WITH due AS (
@@ -71,14 +57,14 @@ WITH due AS (
 )
 SELECT count(*) FROM del`
 
-// unresolvedSQL counts the tokens someone owes an outcome for. Ages are in
+// UnresolvedSQL counts the tokens someone owes an outcome for. Ages are in
 // microseconds, measured from the token's creation. The stored state is the
 // one every read reports here: inspect.StateExpr only ever turns an issued
 // token into an expired one, neither of which is counted, so the partial
 // index tokens_unresolved still serves these.
 var (
-	unresolvedSQL       = fmt.Sprintf(unresolvedText, "")
-	unresolvedTenantSQL = fmt.Sprintf(unresolvedText, "tenant_id = $1 AND")
+	UnresolvedSQL       = fmt.Sprintf(unresolvedText, "")
+	UnresolvedTenantSQL = fmt.Sprintf(unresolvedText, "tenant_id = $1 AND")
 )
 
 const unresolvedText = `
@@ -89,9 +75,9 @@ SELECT count(*) FILTER (WHERE state = 'pending'),
 FROM tokens
 WHERE %s state IN ('pending', 'unknown')`
 
-// tryLockSQL takes the sweeper's lock for the guard transaction that holds
+// TryLockSQL takes the sweeper's lock for the guard transaction that holds
 // it while the sweep's batches commit on other connections. A lock scoped to
 // a transaction ends with it, however the sweeper ends, and cannot be left
 // behind on a pooled backend (PgBouncer in transaction mode hands each
 // transaction whichever backend is free), as a session-level lock would be.
-const tryLockSQL = `SELECT pg_try_advisory_xact_lock($1)`
+const TryLockSQL = `SELECT pg_try_advisory_xact_lock($1)`
