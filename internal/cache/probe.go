@@ -14,9 +14,9 @@ type prober struct {
 }
 
 // Probe asks Redis whether it answers, for /readyz: nil when it does (on a
-// cluster, every master), or when no Redis is configured. The answer is reused for
-// Config.ProbeInterval, so that however often a load balancer asks, Redis
-// gets at most one PING per interval; each is bounded by
+// cluster, every master does), or when no Redis is configured. The answer
+// is reused for Config.ProbeInterval, so that however often a load balancer
+// asks, Redis gets at most one PING per interval; each is bounded by
 // Config.ProbeTimeout (and by Config.Timeout, which bounds every read).
 //
 // Unlike Status, which follows the breaker and so changes only with
