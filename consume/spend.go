@@ -131,10 +131,23 @@ type locked struct {
 // Response then names the token and its new state.
 // A lock wait that timed out leaves tx aborted.
 func (s *Spender) SpendTx(ctx context.Context, tx pgx.Tx, req Request) (Response, error) {
-	t, err := s.lock(ctx, tx, req)
+	b := &pgx.Batch{}
+	s.queueLock(b, req)
+	br := tx.SendBatch(ctx, b)
+	t, err := s.scanLock(br)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = s.lockError(cerr)
+	}
 	if err != nil {
 		return Response{}, err
 	}
+	return s.spendLocked(ctx, tx, req, t, nil)
+}
+
+// spendLocked decides and makes the spend of t, locked in tx. With last not
+// nil, the write that finishes an atomic spend is queued there for the
+// caller to send with its COMMIT; the Response is what it will store.
+func (s *Spender) spendLocked(ctx context.Context, tx pgx.Tx, req Request, t *locked, last *pgx.Batch) (Response, error) {
 	// First: a secret derived under a retired key proves nothing, not even
 	// enough to learn the token's binding, state or stored outcome.
 	if err := s.keys.Check(t.keyID); err != nil {
@@ -184,7 +197,7 @@ func (s *Spender) SpendTx(ctx context.Context, tx pgx.Tx, req Request) (Response
 		if t.policy.Mode == operation.Lease {
 			return s.grantLease(ctx, tx, req, t, token.Lease)
 		}
-		return s.execute(ctx, tx, req, t)
+		return s.execute(ctx, tx, req, t, last)
 	}
 	return Response{}, fmt.Errorf("consume: token %s in unexpected state %q", t.id, t.state)
 }
@@ -192,13 +205,24 @@ func (s *Spender) SpendTx(ctx context.Context, tx pgx.Tx, req Request) (Response
 // Spend is SpendTx in a transaction of its own, committed before it returns.
 // Like SpendTx, it returns a Response naming the token along with
 // token.ErrOutcomeUnknown.
+//
+// It costs three round trips for an atomic spend whose handler sends one:
+// BEGIN goes with the lock, and the outcome's write with COMMIT.
 func (s *Spender) Spend(ctx context.Context, pool *pgxpool.Pool, req Request) (Response, error) {
-	tx, err := pool.Begin(ctx)
+	p, br, err := store.BeginPipelined(ctx, pool, func(b *pgx.Batch) { s.queueLock(b, req) })
 	if err != nil {
-		return Response{}, fmt.Errorf("consume: begin: %w", err)
+		return Response{}, fmt.Errorf("consume: %w", err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-	resp, err := s.SpendTx(ctx, tx, req)
+	defer p.Rollback(context.WithoutCancel(ctx))
+	t, err := s.scanLock(br)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = s.lockError(cerr)
+	}
+	if err != nil {
+		return Response{}, err
+	}
+	last := &pgx.Batch{}
+	resp, err := s.spendLocked(ctx, p.Tx(), req, t, last)
 	if err != nil && !errors.Is(err, token.ErrOutcomeUnknown) {
 		return Response{}, err
 	}
@@ -208,46 +232,51 @@ func (s *Spender) Spend(ctx context.Context, pool *pgxpool.Pool, req Request) (R
 		return resp, nil
 	}
 	// The lapse to unknown is recorded even though the spend is refused.
-	if cerr := tx.Commit(ctx); cerr != nil {
+	if cerr := p.Commit(ctx, last); cerr != nil {
 		return Response{}, fmt.Errorf("consume: commit: %w", cerr)
 	}
 	return resp, err
 }
 
-func (s *Spender) lock(ctx context.Context, tx pgx.Tx, req Request) (*locked, error) {
-	var row pgx.Row
+// queueLock queues the statements that lock req's token: the wait bound
+// (for this transaction only) and the locking read, sent in one round trip.
+func (s *Spender) queueLock(b *pgx.Batch, req Request) {
 	if s.lockWait != "" {
-		// One round trip for both: the wait bound applies to this transaction only.
-		b := &pgx.Batch{}
 		b.Queue(store.SetLockTimeoutSQL, s.lockWait)
-		b.Queue(store.LockSQL, req.Tenant, req.Secret.Hash())
-		br := tx.SendBatch(ctx, b)
-		defer br.Close()
+	}
+	b.Queue(store.LockSQL, req.Tenant, req.Secret.Hash())
+}
+
+// scanLock reads the results of queueLock's statements.
+func (s *Spender) scanLock(br pgx.BatchResults) (*locked, error) {
+	if s.lockWait != "" {
 		if _, err := br.Exec(); err != nil {
 			return nil, fmt.Errorf("consume: set lock wait: %w", err)
 		}
-		row = br.QueryRow()
-	} else {
-		row = tx.QueryRow(ctx, store.LockSQL, req.Tenant, req.Secret.Hash())
 	}
 	t := &locked{}
 	p := &t.policy
-	err := row.Scan(&t.id, &t.operation, &t.subject, &t.keyID, &t.state, &t.generation, &t.digest, &t.expired,
+	err := br.QueryRow().Scan(&t.id, &t.operation, &t.subject, &t.keyID, &t.state, &t.generation, &t.digest, &t.expired,
 		&t.resultStatus, &t.resultBody, &t.operationID, &t.leaseLapsed, &t.leaseLeftSeconds,
 		&p.Mode, &p.OnLeaseExpiry, &p.LeaseSeconds, &p.IgnoredFields)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, token.ErrNotFound
-	case isLockTimeout(err):
-		return nil, &InProgressError{RetryAfterSeconds: 1}
-	case err != nil:
-		return nil, fmt.Errorf("consume: lock token: %w", err)
+	}
+	if err != nil {
+		return nil, s.lockError(err)
 	}
 	p.Name = t.operation
 	return t, nil
 }
 
-func (s *Spender) execute(ctx context.Context, tx pgx.Tx, req Request, t *locked) (Response, error) {
+func (s *Spender) lockError(err error) error {
+	if isLockTimeout(err) {
+		return &InProgressError{RetryAfterSeconds: 1}
+	}
+	return fmt.Errorf("consume: lock token: %w", err)
+}
+
+func (s *Spender) execute(ctx context.Context, tx pgx.Tx, req Request, t *locked, last *pgx.Batch) (Response, error) {
 	h, ok := s.handlers.Lookup(t.operation)
 	if !ok {
 		return Response{}, fmt.Errorf("%w: %q", ErrNoHandler, t.operation)
@@ -273,7 +302,10 @@ func (s *Spender) execute(ctx context.Context, tx pgx.Tx, req Request, t *locked
 	if err != nil {
 		return Response{}, fmt.Errorf("consume: %s: encode result: %w", t.operation, err)
 	}
-	if _, err := tx.Exec(ctx, store.FinishSQL, req.Tenant, t.id, to, out.Status, body, req.Actor, action, token.Issued); err != nil {
+	args := []any{req.Tenant, t.id, to, out.Status, body, req.Actor, action, token.Issued}
+	if last != nil {
+		last.Queue(store.FinishSQL, args...)
+	} else if _, err := tx.Exec(ctx, store.FinishSQL, args...); err != nil {
 		return Response{}, fmt.Errorf("consume: store outcome: %w", err)
 	}
 	return Response{TokenID: t.id, State: to, Status: out.Status, Body: body, Generation: t.generation}, nil

@@ -1,0 +1,125 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/store"
+)
+
+// TestPipelined: what a pipelined transaction commits is exactly what a
+// plain one would: everything when all statements pass, nothing when one of
+// the last ones fails, when an earlier one failed, or on rollback; and the
+// connection goes back to the pool usable every time.
+func TestPipelined(t *testing.T) {
+	t.Parallel()
+	insert := func(n int) func(*pgx.Batch) {
+		return func(b *pgx.Batch) { b.Queue(`INSERT INTO pipe (n) VALUES ($1)`, n) }
+	}
+	cases := []struct {
+		name    string
+		middle  string // run with Tx between the first and the last statements
+		last    []int  // inserted with COMMIT
+		commit  bool   // false: roll back instead
+		wantErr bool   // the commit must fail
+		want    int    // rows committed
+	}{
+		{name: "commit", last: []int{2, 3}, commit: true, want: 3},
+		{name: "commit without last statements", commit: true, want: 1},
+		{name: "last statement fails", last: []int{2, 1}, commit: true, wantErr: true, want: 0},
+		{name: "middle statement failed", middle: `SELECT 1/0`, last: []int{2}, commit: true, wantErr: true, want: 0},
+		{name: "rollback", commit: false, want: 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			cfg, err := pgxpool.ParseConfig(pgtest.NewURL(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.MaxConns = 1 // a connection left in a transaction would block the checks below
+			pool, err := pgxpool.NewWithConfig(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close)
+			if _, err := pool.Exec(ctx, `CREATE TABLE pipe (n int PRIMARY KEY)`); err != nil {
+				t.Fatal(err)
+			}
+
+			p, br, err := store.BeginPipelined(ctx, pool, insert(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := br.Exec(); err != nil {
+				t.Fatal(err)
+			}
+			if err := br.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if c.middle != "" {
+				if _, err := p.Tx().Exec(ctx, c.middle); err == nil {
+					t.Fatalf("%s did not fail", c.middle)
+				}
+			}
+			if c.commit {
+				var last *pgx.Batch
+				if c.last != nil {
+					last = &pgx.Batch{}
+					for _, n := range c.last {
+						insert(n)(last)
+					}
+				}
+				err = p.Commit(ctx, last)
+			} else {
+				p.Rollback(ctx)
+			}
+			switch {
+			case !c.wantErr && err != nil:
+				t.Fatalf("commit: %v", err)
+			case c.wantErr && err == nil:
+				t.Fatal("commit succeeded, want an error")
+			}
+			p.Rollback(ctx) // after Commit or Rollback: nothing
+
+			var got int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM pipe`).Scan(&got); err != nil {
+				t.Fatalf("the pool's connection is not usable afterwards: %v", err)
+			}
+			if got != c.want {
+				t.Errorf("%d rows committed, want %d", got, c.want)
+			}
+		})
+	}
+}
+
+// TestPipelinedFirstStatementFails: a failing first statement leaves a
+// transaction to roll back, and nothing behind.
+func TestPipelinedFirstStatementFails(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	p, br, err := store.BeginPipelined(ctx, pool, func(b *pgx.Batch) { b.Queue(`SELECT 1/0`) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = br.Exec()
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "22012" {
+		t.Errorf("first statement: %v, want division_by_zero", err)
+	}
+	br.Close()
+	if err := p.Commit(ctx, nil); !errors.Is(err, pgx.ErrTxCommitRollback) {
+		t.Errorf("commit after a failed statement: %v, want pgx.ErrTxCommitRollback", err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT 1`).Scan(new(int)); err != nil {
+		t.Errorf("pool unusable afterwards: %v", err)
+	}
+}
