@@ -244,3 +244,33 @@ func TestParseFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestSummarizePairsWithTheBestLimitUpToC: when Postgres gets less through
+// with more connections, a service row is measured against the best limit
+// of its repeat at a concurrency up to its own, never a higher one.
+func TestSummarizePairsWithTheBestLimitUpToC(t *testing.T) {
+	limit := map[int]float64{1: 1000, 8: 3000, 32: 1800, 128: 4000}
+	var runs []Run
+	for _, c := range []int{1, 8, 32} {
+		runs = append(runs,
+			Run{Phase: phaseMatrix, Op: opSpend, Side: sideLimit, C: c, Clients: c, Repeat: 1, TPS: limit[c]},
+			Run{Phase: phaseMatrix, Op: opSpend, Side: sideTokend, C: c, Clients: c, Repeat: 1, TPS: 1500})
+	}
+	// Another operation's and another repeat's limits are not candidates.
+	runs = append(runs,
+		Run{Phase: phaseMatrix, Op: opIssue, Side: sideLimit, C: 8, Clients: 8, Repeat: 1, TPS: 9000},
+		Run{Phase: phaseMatrix, Op: opSpend, Side: sideLimit, C: 8, Clients: 8, Repeat: 2, TPS: 9000},
+		Run{Phase: phaseMatrix, Op: opSpend, Side: sideLimit, C: 128, Clients: 68, Repeat: 1, TPS: limit[128]})
+	want := map[int]struct {
+		ratio  float64
+		limitC int
+	}{1: {1.5, 1}, 8: {0.5, 8}, 32: {0.5, 8}}
+	for _, r := range summarize(runs) {
+		if r.Side != sideTokend {
+			continue
+		}
+		if w := want[r.C]; r.Ratio != w.ratio || r.LimitC != w.limitC {
+			t.Errorf("C=%d: ratio %v against the limit at C=%d, want %v at C=%d", r.C, r.Ratio, r.LimitC, w.ratio, w.limitC)
+		}
+	}
+}
