@@ -1,0 +1,120 @@
+package inspect_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tokend/tokend/inspect"
+	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/token"
+)
+
+// TestListWalksOnlyItsState: a list filtered by a rare state reads about as
+// many rows as it returns, under custom plans and under generic ones (a
+// prepared statement's, forced here with plan_cache_mode), instead of
+// walking the tenant's other tokens. 20,000 consumed tokens surround five
+// of each rare state; a walk past them would read thousands of rows.
+func TestListWalksOnlyItsState(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	// Each rare kind of state gets five rows; every other row is consumed.
+	_, err := pool.Exec(ctx, `
+INSERT INTO tokens (tenant_id, id, operation, intent_id, subject, secret_hash, secret_nonce, secret_key_id,
+                    fingerprint, ttl_seconds, retention_seconds, state, expires_at, retain_until,
+                    finished_at, result_status, result_body)
+SELECT 'big', 'tok_' || lpad(to_hex(n), 26, '0'), 'ledger.credit', 'intent-' || n, 'user',
+       sha256(int8send(n)), '\x00', 'k1', sha256(int8send(n)), 3600, 86400, k.state,
+       now() + CASE WHEN k.past THEN interval '-1 minute' ELSE interval '1 hour' END,
+       now() + interval '1 day',
+       CASE WHEN k.state = 'issued' THEN NULL ELSE now() END,
+       CASE WHEN k.state = 'consumed' THEN 200 END,
+       CASE WHEN k.state = 'consumed' THEN '{}'::bytea END
+FROM generate_series(1, 20000) AS g(n),
+     LATERAL (SELECT (ARRAY['consumed', 'unknown', 'revoked', 'expired', 'issued', 'issued'])[CASE WHEN n % 499 = 0 AND n / 499 <= 25 THEN 2 + (n / 499) % 5 ELSE 1 END] AS state,
+                     n % 499 = 0 AND n / 499 <= 25 AND (n / 499) % 5 = 3 AS past) AS k`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `ANALYZE tokens`); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		state string
+		want  int // tokens listed
+	}{
+		{"unknown", 5}, {"revoked", 5}, {"issued", 5}, {"expired", 10}, // 5 stored, 5 issued past expiry
+		{"consumed", 51}, // a full page: the walk stops there
+	}
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		for _, c := range cases {
+			f := inspect.Filter{State: token.State(c.state)}
+			read, listed := explainList(t, pool, mode, f)
+			if listed != c.want {
+				t.Errorf("%s, state %s: listed %d tokens, want %d", mode, c.state, listed, c.want)
+			}
+			if read > 4*c.want+20 {
+				t.Errorf("%s, state %s: read %d rows to list %d", mode, c.state, read, listed)
+			}
+		}
+	}
+}
+
+// explainList runs f's list statement (a page of 50 and one more) as a
+// prepared statement under plan_cache_mode mode, and returns how many rows
+// its scans read (returned or filtered out) and how many it returned.
+func explainList(t *testing.T, pool *pgxpool.Pool, mode string, f inspect.Filter) (read, listed int) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for _, sql := range []string{"SET plan_cache_mode = " + mode, "PREPARE list AS " + inspect.ListStatement(f)} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	defer conn.Exec(ctx, "DEALLOCATE list; RESET plan_cache_mode") //nolint:errcheck // the pool's connection, for the next case
+	var out []byte
+	state := "NULL"
+	if f.State != "" {
+		state = "'" + string(f.State) + "'"
+	}
+	explain := fmt.Sprintf(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE list('big', %s, NULL, NULL, NULL, NULL, NULL, 51)`, state)
+	if err := conn.QueryRow(ctx, explain).Scan(&out); err != nil {
+		t.Fatal(err)
+	}
+	var plans []struct{ Plan planNode }
+	if err := json.Unmarshal(out, &plans); err != nil || len(plans) != 1 {
+		t.Fatalf("plan %s: %v", out, err)
+	}
+	return plans[0].Plan.read(), plans[0].Plan.Rows
+}
+
+type planNode struct {
+	Type    string     `json:"Node Type"`
+	Rows    int        `json:"Actual Rows"`
+	Loops   int        `json:"Actual Loops"`
+	Removed int        `json:"Rows Removed by Filter"`
+	Plans   []planNode `json:"Plans"`
+}
+
+// read sums the rows the scans under n read: those they passed on and those
+// their filters removed.
+func (n planNode) read() int {
+	r := 0
+	if strings.HasSuffix(n.Type, "Scan") {
+		r = (n.Rows + n.Removed) * max(n.Loops, 1)
+	}
+	for _, c := range n.Plans {
+		r += c.read()
+	}
+	return r
+}
