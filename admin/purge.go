@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/internal/store"
 )
 
@@ -95,8 +96,8 @@ type counts struct {
 	lapsed, expired, purged, events, deliveries int64
 }
 
-// sweep runs the steps of Purge on db, a pool or the sweeper's connection.
-func sweep(ctx context.Context, db Querier, s scope, opts PurgeOptions) (counts, error) {
+// sweep runs the steps of Purge on q, a pool or the sweeper's connection.
+func sweep(ctx context.Context, q db.DBTX, s scope, opts PurgeOptions) (counts, error) {
 	var c counts
 	if err := opts.Validate(); err != nil {
 		return c, err
@@ -117,19 +118,19 @@ func sweep(ctx context.Context, db Querier, s scope, opts PurgeOptions) (counts,
 	// Lapse and expire before deleting, so that a token expiring with no
 	// retention left goes in the same sweep.
 	var err error
-	if c.lapsed, err = batches(ctx, db, opts, nil, lapse, withActor...); err != nil {
+	if c.lapsed, err = batches(ctx, q, opts, nil, lapse, withActor...); err != nil {
 		return c, fmt.Errorf("admin: purge: lapse leases: %w", err)
 	}
-	if c.expired, err = batches(ctx, db, opts, nil, expire, withActor...); err != nil {
+	if c.expired, err = batches(ctx, q, opts, nil, expire, withActor...); err != nil {
 		return c, fmt.Errorf("admin: purge: expire: %w", err)
 	}
-	if c.purged, err = batches(ctx, db, opts, opts.Progress, del, withActor...); err != nil {
+	if c.purged, err = batches(ctx, q, opts, opts.Progress, del, withActor...); err != nil {
 		return c, fmt.Errorf("admin: purge: delete: %w", err)
 	}
-	if c.events, err = batches(ctx, db, opts, nil, delEvents, eventArgs...); err != nil {
+	if c.events, err = batches(ctx, q, opts, nil, delEvents, eventArgs...); err != nil {
 		return c, fmt.Errorf("admin: purge: delete events: %w", err)
 	}
-	if c.deliveries, err = batches(ctx, db, opts, nil, delDeliveries, eventArgs...); err != nil {
+	if c.deliveries, err = batches(ctx, q, opts, nil, delDeliveries, eventArgs...); err != nil {
 		return c, fmt.Errorf("admin: purge: delete webhook deliveries: %w", err)
 	}
 	return c, nil
@@ -137,11 +138,11 @@ func sweep(ctx context.Context, db Querier, s scope, opts PurgeOptions) (counts,
 
 // batches runs a batch statement until it comes back short or MaxBatches
 // ran, and returns the total it moved or deleted.
-func batches(ctx context.Context, db Querier, opts PurgeOptions, progress func(int64), sql string, args ...any) (int64, error) {
+func batches(ctx context.Context, q db.DBTX, opts PurgeOptions, progress func(int64), sql string, args ...any) (int64, error) {
 	var total int64
 	for batch := 0; opts.MaxBatches == 0 || batch < opts.MaxBatches; batch++ {
 		var n int64
-		if err := db.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+		if err := q.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
 			return total, err
 		}
 		total += n

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/inspect"
 	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/token"
@@ -17,12 +18,6 @@ import (
 // before it reaches any token: an unknown reconciliation outcome, a status
 // that contradicts it. Nothing was written.
 var ErrInvalidRequest = errors.New("admin: invalid request")
-
-// Querier is what the read-only functions need: a pool, a connection or a
-// transaction.
-type Querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
 
 // testHookAfterMiss, if set, runs between a transition's miss and its lock.
 var testHookAfterMiss func()
@@ -35,7 +30,7 @@ func transition(ctx context.Context, tx pgx.Tx, tenant, id string, from token.St
 		return token.Record{}, token.ErrNotFound
 	}
 	rec, err := inspect.Scan(tx.QueryRow(ctx, stmt, args...))
-	if !errors.Is(err, pgx.ErrNoRows) {
+	if !db.NoRow(err) {
 		if err != nil {
 			return token.Record{}, fmt.Errorf("admin: %s: %w", a, err)
 		}
@@ -45,12 +40,10 @@ func transition(ctx context.Context, tx pgx.Tx, tenant, id string, from token.St
 		testHookAfterMiss()
 	}
 	var state token.State
-	err = tx.QueryRow(ctx, store.LockStateSQL, tenant, id).Scan(&state)
+	err = db.RowError(tx.QueryRow(ctx, store.LockStateSQL, tenant, id).Scan(&state), token.ErrNotFound, "admin: "+string(a))
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return token.Record{}, token.ErrNotFound
 	case err != nil:
-		return token.Record{}, fmt.Errorf("admin: %s: %w", a, err)
+		return token.Record{}, err
 	case state != from:
 		return token.Record{}, fmt.Errorf("%w: cannot %s a token that is %s", token.ErrInvalidState, a, state)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/internal/store"
 )
 
@@ -23,12 +24,12 @@ type Stats struct {
 }
 
 // Unresolved returns the Stats of all tenants, for metrics.
-func Unresolved(ctx context.Context, q Querier) (Stats, error) {
+func Unresolved(ctx context.Context, q db.DBTX) (Stats, error) {
 	return scanStats(q.QueryRow(ctx, store.UnresolvedSQL))
 }
 
 // UnresolvedTenant returns the Stats of tenant's tokens, for its operators.
-func UnresolvedTenant(ctx context.Context, q Querier, tenant string) (Stats, error) {
+func UnresolvedTenant(ctx context.Context, q db.DBTX, tenant string) (Stats, error) {
 	return scanStats(q.QueryRow(ctx, store.UnresolvedTenantSQL, tenant))
 }
 

@@ -5,13 +5,13 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/token"
 )
@@ -139,11 +139,8 @@ func explainFinish(ctx context.Context, tx pgx.Tx, a token.Action, r Report, rec
 	)
 	err := tx.QueryRow(ctx, store.ReportStateSQL, r.Tenant, r.TokenID, r.Generation).
 		Scan(&state, &generation, &status, &storedBody, &leased, &reportedKind)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Recorded{}, token.ErrNotFound
-	}
-	if err != nil {
-		return Recorded{}, fmt.Errorf("consume: %s: %w", a, err)
+	if err := db.RowError(err, token.ErrNotFound, "consume: "+string(a)); err != nil {
+		return Recorded{}, err
 	}
 	reported := reportedKind != nil
 	if reported && *reportedKind == a &&

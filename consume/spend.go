@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
@@ -259,7 +260,7 @@ func (s *Spender) scanLock(br pgx.BatchResults) (*locked, error) {
 	err := br.QueryRow().Scan(&t.id, &t.operation, &t.subject, &t.keyID, &t.state, &t.generation, &t.digest, &t.expired,
 		&t.resultStatus, &t.resultBody, &t.operationID, &t.leaseLapsed, &t.leaseLeftSeconds,
 		&p.Mode, &p.OnLeaseExpiry, &p.LeaseSeconds, &p.IgnoredFields)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.NoRow(err) {
 		return nil, token.ErrNotFound
 	}
 	if err != nil {

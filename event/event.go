@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/token"
 )
 
@@ -127,12 +128,7 @@ func check(after int64, limit int) error {
 	return nil
 }
 
-// querier is what read needs of a pool or a transaction.
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-func read(ctx context.Context, q querier, tenant string, after int64, limit int) ([]Event, error) {
+func read(ctx context.Context, q db.DBTX, tenant string, after int64, limit int) ([]Event, error) {
 	if limit == 0 {
 		limit = DefaultLimit
 	}

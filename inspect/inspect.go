@@ -10,33 +10,24 @@ package inspect
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/token"
 )
 
-// Querier is what this package needs of a pool, a connection or a transaction.
-type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // Get returns tenant's token id, or token.ErrNotFound when the tenant has no
 // such token (another tenant's token included).
-func Get(ctx context.Context, q Querier, tenant, id string) (token.Record, error) {
+func Get(ctx context.Context, q db.DBTX, tenant, id string) (token.Record, error) {
 	if !token.ValidID(id) {
 		return token.Record{}, token.ErrNotFound
 	}
 	r, err := Scan(q.QueryRow(ctx, getSQL, tenant, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return token.Record{}, token.ErrNotFound
-	}
-	if err != nil {
-		return token.Record{}, fmt.Errorf("inspect: get: %w", err)
+	if err := db.RowError(err, token.ErrNotFound, "inspect: get"); err != nil {
+		return token.Record{}, err
 	}
 	return r, nil
 }
@@ -55,7 +46,7 @@ type Event struct {
 
 // Events returns the audit trail of tenant's token id, oldest first, or
 // token.ErrNotFound.
-func Events(ctx context.Context, q Querier, tenant, id string) ([]Event, error) {
+func Events(ctx context.Context, q db.DBTX, tenant, id string) ([]Event, error) {
 	if !token.ValidID(id) {
 		return nil, token.ErrNotFound
 	}

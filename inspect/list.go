@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/token"
 )
 
@@ -55,7 +56,7 @@ func (f Filter) Validate() error {
 // cursor of the next page, empty on the last one. Pages are keyed on the
 // token id, which sorts by creation time, so tokens issued while paging
 // neither shift nor repeat the pages after.
-func List(ctx context.Context, q Querier, tenant string, f Filter) (items []token.Record, next string, err error) {
+func List(ctx context.Context, q db.DBTX, tenant string, f Filter) (items []token.Record, next string, err error) {
 	if err := f.Validate(); err != nil {
 		return nil, "", err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
@@ -218,7 +219,7 @@ type candidate struct {
 	fingerprint []byte
 }
 
-func (is *Issuer) prepare(ctx context.Context, q operation.Querier, req Request) (*candidate, error) {
+func (is *Issuer) prepare(ctx context.Context, q db.DBTX, req Request) (*candidate, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -312,14 +313,14 @@ func (is *Issuer) replayed(req Request, e existing) (Issued, error) {
 // refuses) with the token already issued for the same request under the
 // policy of the time, if there is one: a retry keeps getting the answer the
 // first request got. Anything else gets the refusal.
-func (is *Issuer) replay(ctx context.Context, q operation.Querier, req Request, refusal error) (Issued, error) {
+func (is *Issuer) replay(ctx context.Context, q db.DBTX, req Request, refusal error) (Issued, error) {
 	if (!errors.Is(refusal, operation.ErrUnknown) && !errors.Is(refusal, ErrInvalidRequest)) ||
 		req.Validate() != nil || !operation.ValidName(req.Operation) {
 		return Issued{}, refusal
 	}
 	e, err := scanExisting(q.QueryRow(ctx, store.ReplaySQL, req.Tenant, req.Operation, req.IntentID))
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case db.NoRow(err):
 		return Issued{}, refusal
 	case err != nil:
 		return Issued{}, fmt.Errorf("intent: read existing: %w", err)
@@ -331,7 +332,7 @@ func (is *Issuer) replay(ctx context.Context, q operation.Querier, req Request, 
 
 // insert tries to claim the intent. ok is false when it was already claimed;
 // the error is errStalePolicy when c's policy is no longer the operation's.
-func (c *candidate) insert(ctx context.Context, q operation.Querier) (Issued, bool, error) {
+func (c *candidate) insert(ctx context.Context, q db.DBTX) (Issued, bool, error) {
 	r := c.req
 	rec := token.Record{
 		Tenant: r.Tenant, ID: c.id, Operation: r.Operation, IntentID: r.IntentID,
@@ -367,7 +368,7 @@ func (is *Issuer) resolve(ctx context.Context, tx pgx.Tx, c *candidate) (Issued,
 	for range 3 {
 		e, err := scanExisting(tx.QueryRow(ctx, store.ExistingSQL, c.req.Tenant, c.req.Operation, c.req.IntentID))
 		switch {
-		case errors.Is(err, pgx.ErrNoRows):
+		case db.NoRow(err):
 			// Purged between our insert and this read: claim it again.
 		case err != nil:
 			return Issued{}, fmt.Errorf("intent: read existing: %w", err)

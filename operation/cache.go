@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"sync"
+
+	"github.com/tokend/tokend/db"
 )
 
 // maxCached and maxCachedBytes bound a Cache, in entries and in the bytes
@@ -35,7 +37,7 @@ func NewCache() *Cache { return &Cache{m: map[cacheKey]Policy{}} }
 
 // Get returns tenant's policy for operation name from the cache, or else
 // reads it with Get and caches it. A Cache is used with one Handlers.
-func (c *Cache) Get(ctx context.Context, q Querier, tenant, name string, h Handlers) (Policy, error) {
+func (c *Cache) Get(ctx context.Context, q db.DBTX, tenant, name string, h Handlers) (Policy, error) {
 	k := cacheKey{tenant, name}
 	c.mu.RLock()
 	p, ok := c.m[k]

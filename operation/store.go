@@ -2,21 +2,14 @@ package operation
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-)
 
-// Querier is what this package needs of a pool, a connection or a transaction.
-type Querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+	"github.com/tokend/tokend/db"
+)
 
 const policyColumns = `name, mode, on_lease_expiry, lease_seconds, max_ttl_seconds, retention_seconds, ignored_fields, event_outcome, version`
 
@@ -60,13 +53,13 @@ RETURNING ` + policyColumns
 // Get returns the policy of operation name for tenant: the tenant's own
 // declaration, else h's built-in default, else an error wrapping ErrUnknown.
 // h may be nil.
-func Get(ctx context.Context, q Querier, tenant, name string, h Handlers) (Policy, error) {
+func Get(ctx context.Context, q db.DBTX, tenant, name string, h Handlers) (Policy, error) {
 	if !ValidName(name) {
 		// Never declared, and not a value to hand the database (NUL, bad UTF-8).
 		return Policy{}, fmt.Errorf("%w: %q", ErrUnknown, name)
 	}
 	p, err := scan(q.QueryRow(ctx, getSQL, tenant, name))
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.NoRow(err) {
 		if b, ok := builtin(h, name); ok {
 			return b, nil
 		}
@@ -80,7 +73,7 @@ func Get(ctx context.Context, q Querier, tenant, name string, h Handlers) (Polic
 
 // List returns the tenant's declared operations and h's built-ins it has
 // not overridden, ordered by name. h may be nil.
-func List(ctx context.Context, q Querier, tenant string, h Handlers) ([]Policy, error) {
+func List(ctx context.Context, q db.DBTX, tenant string, h Handlers) ([]Policy, error) {
 	rows, err := q.Query(ctx, listSQL, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("operation: list: %w", err)
@@ -111,7 +104,7 @@ func List(ctx context.Context, q Querier, tenant string, h Handlers) ([]Policy, 
 // ErrNotRunnable, and a built-in operation in another mode than its own with
 // ErrBuiltin. A redeclaration governs the tokens issued after it: tokens
 // already issued keep the policy they were issued under.
-func Put(ctx context.Context, q Querier, tenant string, p Policy, h Handlers) (Policy, error) {
+func Put(ctx context.Context, q db.DBTX, tenant string, p Policy, h Handlers) (Policy, error) {
 	if p.Mode == "" && h != nil && h.Has(p.Name) {
 		p.Mode = Atomic
 	}
@@ -149,7 +142,7 @@ type Beginner interface {
 // nil), ErrUnknown for one not declared, and ErrInUse while a token of it
 // is issued and not yet expired, pending or unknown. Finished tokens keep
 // the policy they were issued under, so their outcomes still replay.
-func Delete(ctx context.Context, db Beginner, tenant, name string, h Handlers) (Policy, error) {
+func Delete(ctx context.Context, b Beginner, tenant, name string, h Handlers) (Policy, error) {
 	if _, ok := builtin(h, name); ok {
 		return Policy{}, fmt.Errorf("%w: %s cannot be deleted", ErrBuiltin, name)
 	}
@@ -157,25 +150,17 @@ func Delete(ctx context.Context, db Beginner, tenant, name string, h Handlers) (
 		return Policy{}, fmt.Errorf("%w: %q", ErrUnknown, name)
 	}
 	var p Policy
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, b, func(tx pgx.Tx) error {
 		var v int64
 		err := tx.QueryRow(ctx, lockSQL, tenant, name).Scan(&v)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: %q", ErrUnknown, name)
-		}
-		if err != nil {
-			return fmt.Errorf("operation: delete %q: %w", name, err)
+		if err := db.RowError(err, fmt.Errorf("%w: %q", ErrUnknown, name), "operation: delete "+name); err != nil {
+			return err
 		}
 		// A statement of its own, so its snapshot includes the tokens of the
 		// issues lockSQL waited for.
 		p, err = scan(tx.QueryRow(ctx, deleteSQL, tenant, name))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: %s has unfinished tokens (issued, pending or unknown); wait for them to finish or expire, or revoke or reconcile them", ErrInUse, name)
-		}
-		if err != nil {
-			return fmt.Errorf("operation: delete %q: %w", name, err)
-		}
-		return nil
+		inUse := fmt.Errorf("%w: %s has unfinished tokens (issued, pending or unknown); wait for them to finish or expire, or revoke or reconcile them", ErrInUse, name)
+		return db.RowError(err, inUse, "operation: delete "+name)
 	})
 	return p, err
 }

@@ -21,9 +21,9 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/internal/jsonread"
 	"github.com/tokend/tokend/operation"
 )
@@ -196,15 +196,9 @@ func debit(ctx context.Context, tx pgx.Tx, c consume.Call, p Payload) (consume.O
 	return consume.Outcome{Status: http.StatusOK, Result: Account{Account: p.Account, Balance: balance}}, nil
 }
 
-// Querier is what Balance needs of a pool or a transaction.
-type Querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
 // Balance returns the balance of tenant's account; an account never credited
 // has balance 0.
-func Balance(ctx context.Context, q Querier, tenant, account string) (int64, error) {
+func Balance(ctx context.Context, q db.DBTX, tenant, account string) (int64, error) {
 	var b int64
 	err := q.QueryRow(ctx, balanceSQL, tenant, account).Scan(&b)
 	if err != nil {

@@ -16,8 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/tokend/tokend/db"
 )
 
 // Prefixes of a key's plaintext and of its public id. The plaintext prefix
@@ -72,12 +71,6 @@ type Key struct {
 	CreatedAt time.Time
 }
 
-// Querier is what this package needs of a pool, a connection or a transaction.
-type Querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 var tenantRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 // ValidTenant reports whether name can name a tenant: 1 to 64 of a-z, 0-9,
@@ -87,7 +80,7 @@ func ValidTenant(name string) bool { return tenantRE.MatchString(name) }
 // Create makes a new key for tenant with role and returns it with its
 // plaintext secret, which is not kept anywhere: it must be handed to its
 // owner now. A tenant exists once it has a key.
-func Create(ctx context.Context, q Querier, tenant string, role Role) (Key, string, error) {
+func Create(ctx context.Context, q db.DBTX, tenant string, role Role) (Key, string, error) {
 	if !ValidTenant(tenant) {
 		return Key{}, "", fmt.Errorf("%w: tenant %q: want 1 to 64 of a-z 0-9 _ -, starting with a letter or digit", ErrInvalid, tenant)
 	}
@@ -107,7 +100,7 @@ func Create(ctx context.Context, q Querier, tenant string, role Role) (Key, stri
 
 // Resolve returns the live key whose plaintext is presented, or
 // ErrUnauthorized.
-func Resolve(ctx context.Context, q Querier, presented string) (Key, error) {
+func Resolve(ctx context.Context, q db.DBTX, presented string) (Key, error) {
 	if !wellFormed(presented) {
 		return Key{}, ErrUnauthorized
 	}
@@ -117,11 +110,8 @@ func Resolve(ctx context.Context, q Querier, presented string) (Key, error) {
 		stored []byte
 	)
 	err := q.QueryRow(ctx, resolveSQL, want).Scan(&k.Tenant, &k.ID, &k.Role, &k.CreatedAt, &stored)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Key{}, ErrUnauthorized
-	}
-	if err != nil {
-		return Key{}, fmt.Errorf("apikey: resolve: %w", err)
+	if err := db.RowError(err, ErrUnauthorized, "apikey: resolve"); err != nil {
+		return Key{}, err
 	}
 	// The index lookup already matched the hash; comparing again in constant
 	// time keeps the decision itself from depending on where bytes differ.
@@ -137,13 +127,10 @@ func Resolve(ctx context.Context, q Querier, presented string) (Key, error) {
 //
 // The same statement notifies every Watch on the database, which hears of
 // it when (and only if) the transaction q belongs to commits.
-func Revoke(ctx context.Context, q Querier, tenant, id string) (keyHash []byte, err error) {
+func Revoke(ctx context.Context, q db.DBTX, tenant, id string) (keyHash []byte, err error) {
 	err = q.QueryRow(ctx, revokeSQL, tenant, id).Scan(&keyHash, nil)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("apikey: revoke: %w", err)
+	if err := db.RowError(err, fmt.Errorf("%w: %s", ErrNotFound, id), "apikey: revoke"); err != nil {
+		return nil, err
 	}
 	return keyHash, nil
 }
@@ -151,14 +138,11 @@ func Revoke(ctx context.Context, q Querier, tenant, id string) (keyHash []byte, 
 // Live returns nil if tenant has a key id that is not revoked, and
 // ErrUnauthorized otherwise. It is for what names a key without presenting
 // it, such as a console session signed in with it.
-func Live(ctx context.Context, q Querier, tenant, id string) error {
+func Live(ctx context.Context, q db.DBTX, tenant, id string) error {
 	var live bool
 	err := q.QueryRow(ctx, liveSQL, tenant, id).Scan(&live)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return ErrUnauthorized
-	}
-	if err != nil {
-		return fmt.Errorf("apikey: live: %w", err)
+	if err := db.RowError(err, ErrUnauthorized, "apikey: live"); err != nil {
+		return err
 	}
 	return nil
 }

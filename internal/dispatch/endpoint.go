@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/client"
+	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/token"
 )
 
@@ -196,11 +197,8 @@ func scan(r pgx.Row) (Endpoint, error) {
 }
 
 func one(e Endpoint, err error) (Endpoint, error) {
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return Endpoint{}, ErrNotFound
-	case err != nil:
-		return Endpoint{}, fmt.Errorf("dispatch: %w", err)
+	if err := db.RowError(err, ErrNotFound, "dispatch"); err != nil {
+		return Endpoint{}, err
 	}
 	return e, nil
 }

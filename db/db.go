@@ -1,0 +1,38 @@
+// Package db names what tokend's packages need of a database handle. A
+// *pgxpool.Pool, a *pgx.Conn and a pgx.Tx all have it, so every function
+// that reads or writes runs on the caller's transaction as well as on a pool.
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// DBTX is a pool, a connection or a transaction.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// RowError is the error of a read of one row: nil when the row was found,
+// missing when there was none, and any other error wrapped with what the
+// read was (as in "inspect: get"). It is the one place pgx's "no rows" is
+// turned into a package's own error.
+func RowError(err, missing error, what string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, pgx.ErrNoRows):
+		return missing
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// NoRow reports whether err says a read of one row found none, for reads
+// where that is no error.
+func NoRow(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
