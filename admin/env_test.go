@@ -13,6 +13,7 @@ import (
 	"github.com/tokend/tokend/inspect"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/tokentest"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
 )
@@ -41,16 +42,8 @@ func newEnv(t *testing.T) *env {
 
 func newEnvOn(t *testing.T, pool *pgxpool.Pool) *env {
 	t.Helper()
-	keys, err := token.NewKeyring("test-server-key-0123456789abcdef0123456789")
-	if err != nil {
-		t.Fatal(err)
-	}
-	handlers := ledger.Handlers()
-	s, err := consume.New(consume.Config{Handlers: handlers, Keys: keys})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, pool: pool, issuer: intent.NewIssuer(keys, intent.WithHandlers(handlers)), spender: s}
+	k := tokentest.New(t, tokentest.Options{Pool: pool})
+	e := &env{t: t, pool: pool, issuer: k.Issuer, spender: k.Spender}
 	for _, tn := range []string{tenant, other} {
 		for op, policy := range map[string]operation.ExpiryPolicy{payOp: operation.OnExpiryUnknown, takeoverOp: operation.OnExpiryTakeover} {
 			p := operation.Policy{Name: op, Mode: operation.Lease, OnLeaseExpiry: policy, LeaseSeconds: 60}

@@ -17,7 +17,7 @@ import (
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/tokentest"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
 )
@@ -39,20 +39,8 @@ func newEnv(t *testing.T) *env {
 
 func newEnvWith(t *testing.T, cfg consume.Config) *env {
 	t.Helper()
-	keys, err := token.NewKeyring("test-server-key-0123456789abcdef0123456789")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Keys = keys
-	if cfg.Handlers == nil {
-		cfg.Handlers = consume.NewRegistry()
-		ledger.Register(cfg.Handlers)
-	}
-	s, err := consume.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &env{t: t, pool: pgtest.NewPool(t), issuer: intent.NewIssuer(keys, intent.WithHandlers(s.Handlers())), spender: s}
+	k := tokentest.New(t, tokentest.Options{Handlers: cfg.Handlers, LockWait: cfg.LockWait})
+	return &env{t: t, pool: k.Pool, issuer: k.Issuer, spender: k.Spender}
 }
 
 func (e *env) issue(op, subject string, payload any) intent.Issued {

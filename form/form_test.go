@@ -25,7 +25,7 @@ import (
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/form"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/tokentest"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
 )
@@ -54,21 +54,13 @@ func newEnv(t *testing.T) *env {
 
 func newEnvWith(t *testing.T, cfg consume.Config) *env {
 	t.Helper()
-	keys, err := token.NewKeyring("test-server-key-0123456789abcdef0123456789")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Keys = keys
-	cfg.Handlers = consume.NewRegistry()
-	ledger.Register(cfg.Handlers)
-	cfg.Handlers.Register(echoOp, consume.HandlerFunc(func(_ context.Context, _ pgx.Tx, c consume.Call) (consume.Outcome, error) {
+	handlers := ledger.Handlers()
+	handlers.Register(echoOp, consume.HandlerFunc(func(_ context.Context, _ pgx.Tx, c consume.Call) (consume.Outcome, error) {
 		return consume.Outcome{Status: http.StatusOK, Result: string(c.Payload)}, nil
 	}))
-	spender, err := consume.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{pool: pgtest.NewPool(t), issuer: intent.NewIssuer(keys, intent.WithHandlers(spender.Handlers())), spender: spender}
+	k := tokentest.New(t, tokentest.Options{Handlers: handlers, LockWait: cfg.LockWait})
+	spender := k.Spender
+	e := &env{pool: k.Pool, issuer: k.Issuer, spender: spender}
 	if _, err := operation.Put(t.Context(), e.pool, tenant, operation.Policy{Name: echoOp, Mode: operation.Atomic}, spender.Handlers()); err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/inspect"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/tokentest"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
 )
@@ -28,16 +28,8 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	keys, err := token.NewKeyring(strings.Repeat("k", token.MinKeyLen))
-	if err != nil {
-		t.Fatal(err)
-	}
-	handlers := ledger.Handlers()
-	spender, err := consume.New(consume.Config{Handlers: handlers, Keys: keys})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &env{pool: pgtest.NewPool(t), issuer: intent.NewIssuer(keys, intent.WithHandlers(handlers)), spender: spender}
+	k := tokentest.New(t, tokentest.Options{})
+	return &env{pool: k.Pool, issuer: k.Issuer, spender: k.Spender}
 }
 
 func (e *env) issue(t *testing.T, tenant, op, subject, payload string) intent.Issued {
