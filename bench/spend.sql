@@ -8,9 +8,9 @@
 -- and store its outcome, credit the ledger, write the audit event, commit.
 -- These are the rows and indexes tokend's spend writes, in one transaction
 -- with five round trips, as pgbench sends each statement on its own; tokend
--- (consume.Spender with internal/ledger) does the same work as BEGIN, a
--- SELECT ... FOR UPDATE (batched with set_config), the ledger statement, an
--- UPDATE + event statement and COMMIT.
+-- (consume.Spender with example/ledger) does the same work in three: BEGIN
+-- with set_config and the SELECT ... FOR UPDATE, the ledger statement, and
+-- the UPDATE + event statement with COMMIT (store.Pipelined).
 --
 -- Every transaction takes the next key from bench_spend_seq (bench/setup.sql),
 -- so no two spend the same token. The subquery is an InitPlan, evaluated once,
