@@ -14,14 +14,13 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/example/ledger"
-	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/contract"
 	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/ledgerapi"
 	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/tokentest"
 	"github.com/tokend/tokend/token"
 )
 
@@ -47,21 +46,12 @@ func newAPI(t *testing.T, configure ...func(*httpapi.Config)) *api {
 
 func newAPIOn(t *testing.T, pool *pgxpool.Pool, configure ...func(*httpapi.Config)) *api {
 	t.Helper()
-	keyring, err := token.NewKeyring(strings.Repeat("s", token.MinKeyLen))
-	if err != nil {
-		t.Fatal(err)
-	}
-	handlers := consume.NewRegistry()
-	ledger.Register(handlers)
-	spender, err := consume.New(consume.Config{Handlers: handlers, Keys: keyring})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := tokentest.New(t, tokentest.Options{Pool: pool})
 	a := &api{t: t, pool: pool, log: &syncBuffer{}, keys: map[string]string{}, keyIDs: map[string]string{}}
 	cfg := httpapi.Config{
 		Pool:    pool,
-		Issuer:  intent.NewIssuer(keyring, intent.WithHandlers(handlers)),
-		Spender: spender,
+		Issuer:  k.Issuer,
+		Spender: k.Spender,
 		Logger:  slog.New(slog.NewJSONHandler(a.log, nil)),
 	}
 	for _, f := range configure {
@@ -74,6 +64,7 @@ func newAPIOn(t *testing.T, pool *pgxpool.Pool, configure ...func(*httpapi.Confi
 	// The example ledger's read, mounted as tokend serve mounts it.
 	cfg.Mounts = append([]httpapi.Mount{ledgerapi.Mount(pool)}, cfg.Mounts...)
 	a.cfg = cfg
+	var err error
 	if a.srv, err = httpapi.New(cfg); err != nil {
 		t.Fatal(err)
 	}

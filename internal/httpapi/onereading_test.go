@@ -14,6 +14,7 @@ import (
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/jsonread"
+	"github.com/tokend/tokend/internal/tokentest"
 	"github.com/tokend/tokend/token"
 )
 
@@ -139,7 +140,7 @@ func TestPayloadNumbersBindExactly(t *testing.T) {
 			return credit.Execute(ctx, tx, c)
 		}))
 		// The keyring newAPI issues under: the same key gives the same ids.
-		keys, err := token.NewKeyring(strings.Repeat("s", token.MinKeyLen))
+		keys, err := token.NewKeyring(tokentest.ServerKey)
 		if err != nil {
 			t.Fatal(err)
 		}
