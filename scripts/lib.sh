@@ -497,7 +497,8 @@ start_pgbouncer() {
 	bin=$(command -v pgbouncer) || { _apt_install pgbouncer && bin=$(command -v pgbouncer); } || return 1
 	[[ $TOKEND_PG_ADMIN_URL =~ $re ]] || return 1
 	host=${BASH_REMATCH[3]} pgport=${BASH_REMATCH[5]:-5432}
-	port=$(_free_port 46432) || return 1
+	# Below the kernel's ephemeral range, like the Redis Cluster's ports.
+	port=$(_free_port 16432) || return 1
 	dir=$(mktemp -d "${TMPDIR:-/tmp}/tokend-pgbouncer.XXXXXX")
 	echo '"postgres" ""' >"$dir/users.txt"
 	cat >"$dir/pgbouncer.ini" <<INI
@@ -532,45 +533,68 @@ INI
 		_port_in_use "$port" && break
 		sleep 0.1
 	done
-	_port_in_use "$port" || return 1
+	_port_in_use "$port" || {
+		warn "PgBouncer is not listening on $port after 5s: $(tail -n 3 "$dir/pgbouncer.log" 2>/dev/null | tr '\n' ' ')"
+		return 1
+	}
 	export TOKEND_TEST_PGBOUNCER_ADDR=127.0.0.1:$port
 }
 
 # start_redis_cluster: start a Redis Cluster of 3 masters with a replica
-# each (6 redis-server processes on free loopback ports of at most 55535:
-# a node's bus port is its port + 10000) and export
-# TOKEND_TEST_REDIS_CLUSTER_URL. It is stopped at exit. Returns 1 when it
-# cannot.
+# each (6 redis-server processes on free loopback ports from 22000; a node's
+# bus port is its port + 10000, so both stay below the kernel's ephemeral
+# range, where a client socket left by the tests could hold a port that
+# looked free) and export TOKEND_TEST_REDIS_CLUSTER_URL. A node that does
+# not come up is reported and replaced by one on the next free port. It is
+# stopped at exit. Returns 1, saying why, when it cannot.
 start_redis_cluster() {
-	local server cli dir p=42000 i ports=() url
-	server=$(command -v redis-server) && cli=$(command -v redis-cli) || return 1
+	local server cli dir p=22000 i tries ports=() url
+	server=$(command -v redis-server) && cli=$(command -v redis-cli) || {
+		warn "redis-server and redis-cli are needed for a Redis Cluster"
+		return 1
+	}
 	dir=$(mktemp -d "${TMPDIR:-/tmp}/tokend-redis-cluster.XXXXXX")
 	_register_cleanup "_stop_redis_cluster $(printf '%q' "$dir")"
-	for ((i = 0; i < 6; i++)); do
+	for ((tries = 0; ${#ports[@]} < 6 && tries < 20; tries++)); do
 		while ! _port_pair_free "$p"; do
 			p=$((p + 1))
-			((p <= 55535)) || return 1
+			((p <= 22767)) || {
+				warn "no free port pair for a Redis Cluster node below 22768"
+				return 1
+			}
 		done
 		"$server" --port "$p" --bind 127.0.0.1 --daemonize yes --save '' --appendonly no \
 			--cluster-enabled yes --cluster-config-file "nodes-$p.conf" --cluster-node-timeout 1000 \
-			--dir "$dir" --pidfile "$dir/$p.pid" --logfile "$dir/$p.log" >/dev/null 2>&1 || return 1
-		ports+=("$p")
-		p=$((p + 1))
-	done
-	for p in "${ports[@]}"; do
-		for ((i = 0; i < 50; i++)); do
+			--dir "$dir" --pidfile "$dir/$p.pid" --logfile "$dir/$p.log" >/dev/null 2>&1
+		for ((i = 0; i < 30; i++)); do
 			_redis_ping 127.0.0.1 "$p" && break
 			sleep 0.1
 		done
-		_redis_ping 127.0.0.1 "$p" || return 1
+		if _redis_ping 127.0.0.1 "$p"; then
+			ports+=("$p")
+		else
+			warn "redis-server on port $p did not come up; trying the next port. Its log: $(tail -n 3 "$dir/$p.log" 2>/dev/null | tr '\n' ' ')"
+			[[ -f $dir/$p.pid ]] && kill "$(<"$dir/$p.pid")" 2>/dev/null
+		fi
+		p=$((p + 1))
 	done
+	((${#ports[@]} == 6)) || {
+		warn "could not start 6 Redis Cluster nodes"
+		return 1
+	}
 	log "creating a Redis Cluster of 3 masters and 3 replicas on ports ${ports[*]}"
-	"$cli" --cluster create "${ports[@]/#/127.0.0.1:}" --cluster-replicas 1 --cluster-yes >/dev/null 2>&1 || return 1
+	"$cli" --cluster create "${ports[@]/#/127.0.0.1:}" --cluster-replicas 1 --cluster-yes >"$dir/create.log" 2>&1 || {
+		warn "redis-cli --cluster create failed: $(tail -n 3 "$dir/create.log" | tr '\n' ' ')"
+		return 1
+	}
 	for ((i = 0; i < 100; i++)); do
 		"$cli" -p "${ports[0]}" cluster info 2>/dev/null | grep -q '^cluster_state:ok' && break
 		sleep 0.1
 	done
-	"$cli" -p "${ports[0]}" cluster info 2>/dev/null | grep -q '^cluster_state:ok' || return 1
+	"$cli" -p "${ports[0]}" cluster info 2>/dev/null | grep -q '^cluster_state:ok' || {
+		warn "the Redis Cluster on ports ${ports[*]} did not reach cluster_state:ok within 10s"
+		return 1
+	}
 	url="redis://127.0.0.1:${ports[0]}?"
 	for p in "${ports[@]:1}"; do url+="addr=127.0.0.1:$p&"; done
 	export TOKEND_TEST_REDIS_CLUSTER_URL=${url%&}
