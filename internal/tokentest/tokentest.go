@@ -59,23 +59,3 @@ func New(t testing.TB, o Options) *Kit {
 	}
 	return k
 }
-
-// Issue issues r's token, filling in what r leaves out: a fresh intent id,
-// a TTL of ten minutes and the actor "test".
-func (k *Kit) Issue(t testing.TB, r intent.Request) intent.Issued {
-	t.Helper()
-	if r.IntentID == "" {
-		r.IntentID = "intent-" + token.NewID()
-	}
-	if r.TTLSeconds == 0 {
-		r.TTLSeconds = 600
-	}
-	if r.Actor == "" {
-		r.Actor = "test"
-	}
-	out, err := k.Issuer.Issue(t.Context(), k.Pool, r)
-	if err != nil {
-		t.Fatalf("issue %s for %s: %v", r.Operation, r.Subject, err)
-	}
-	return out
-}
