@@ -5,5 +5,6 @@
 // or not at all. A repeated spend gets the stored outcome back.
 //
 // SpendTx runs inside a transaction the caller owns, next to the caller's
-// own business update; Spend owns its transaction.
+// own business update; Spend owns its transaction, which it begins with the
+// lock and commits with the outcome, in three round trips in all.
 package consume

@@ -4,7 +4,8 @@
 // (Transition). The audit trail and the event outbox are written in the
 // statement that changes the token, so one commits exactly when the other
 // does, and no caller can change a token without its event. Beside them are
-// the locks and reads those moves start from, and the sweep's deletes.
+// the locks and reads those moves start from, the sweep's deletes, and
+// Pipelined, the transaction a pool-owning spend runs in.
 //
 // Every statement is constant text, or rendered at init from constant text:
 // request data only ever reaches the database as parameters. Times are the
