@@ -14,15 +14,12 @@ import (
 	"time"
 
 	"github.com/tokend/tokend/client"
-	"github.com/tokend/tokend/consume"
-	"github.com/tokend/tokend/example/ledger"
-	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/contract"
 	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/ledgerapi"
 	"github.com/tokend/tokend/internal/pgtest"
-	"github.com/tokend/tokend/token"
+	"github.com/tokend/tokend/internal/tokentest"
 )
 
 // tokend is a real tokend on a fresh database, every exchange checked
@@ -36,17 +33,9 @@ type tokend struct {
 func newTokend(t *testing.T) *tokend {
 	t.Helper()
 	pool := pgtest.NewPool(t)
-	keyring, err := token.NewKeyring(strings.Repeat("s", token.MinKeyLen))
-	if err != nil {
-		t.Fatal(err)
-	}
-	handlers := ledger.Handlers()
-	spender, err := consume.New(consume.Config{Handlers: handlers, Keys: keyring})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := tokentest.New(t, tokentest.Options{Pool: pool})
 	srv, err := httpapi.New(httpapi.Config{
-		Pool: pool, Issuer: intent.NewIssuer(keyring, intent.WithHandlers(handlers)), Spender: spender,
+		Pool: pool, Issuer: k.Issuer, Spender: k.Spender,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Mounts: []httpapi.Mount{ledgerapi.Mount(pool)},
 	})

@@ -17,12 +17,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/consume"
-	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/console"
 	"github.com/tokend/tokend/internal/demo"
 	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/tokentest"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
 )
@@ -64,17 +64,9 @@ func (s *server) changes() []token.Record {
 func newServer(t *testing.T, configure ...func(*console.Config)) *server {
 	t.Helper()
 	pool := pgtest.NewPool(t)
-	keys, err := token.NewKeyring(secretKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	handlers := ledger.Handlers()
-	spender, err := consume.New(consume.Config{Handlers: handlers, Keys: keys})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &server{pool: pool, issuer: intent.NewIssuer(keys, intent.WithHandlers(handlers)), spender: spender, operatorKey: createKey(t, pool, tenant, apikey.Operator)}
-	app, err := demo.New(demo.Config{Pool: pool, Issuer: s.issuer, Spender: spender, SecretKey: secretKey})
+	k := tokentest.New(t, tokentest.Options{Pool: pool})
+	s := &server{pool: pool, issuer: k.Issuer, spender: k.Spender, operatorKey: createKey(t, pool, tenant, apikey.Operator)}
+	app, err := demo.New(demo.Config{Pool: pool, Issuer: s.issuer, Spender: k.Spender, SecretKey: secretKey})
 	if err != nil {
 		t.Fatal(err)
 	}

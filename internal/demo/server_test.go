@@ -9,11 +9,10 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/example/ledger"
-	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/demo"
 	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/tokentest"
 	"github.com/tokend/tokend/token"
 )
 
@@ -40,16 +39,8 @@ func newServer(t *testing.T, middleware ...gin.HandlerFunc) *server {
 func newServerWith(t *testing.T, configure func(*demo.Config), middleware ...gin.HandlerFunc) *server {
 	t.Helper()
 	pool := pgtest.NewPool(t)
-	keys, err := token.NewKeyring(secretKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	handlers := ledger.Handlers()
-	spender, err := consume.New(consume.Config{Handlers: handlers, Keys: keys})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := demo.Config{Pool: pool, Issuer: intent.NewIssuer(keys, intent.WithHandlers(handlers)), Spender: spender, SecretKey: secretKey}
+	k := tokentest.New(t, tokentest.Options{Pool: pool})
+	cfg := demo.Config{Pool: pool, Issuer: k.Issuer, Spender: k.Spender, SecretKey: secretKey}
 	configure(&cfg)
 	app, err := demo.New(cfg)
 	if err != nil {
