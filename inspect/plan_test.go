@@ -21,29 +21,8 @@ import (
 // of each rare state; a walk past them would read thousands of rows.
 func TestListWalksOnlyItsState(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	// Each rare kind of state gets five rows; every other row is consumed.
-	_, err := pool.Exec(ctx, `
-INSERT INTO tokens (tenant_id, id, operation, intent_id, subject, secret_hash, secret_nonce, secret_key_id,
-                    fingerprint, ttl_seconds, retention_seconds, state, expires_at, retain_until,
-                    finished_at, result_status, result_body)
-SELECT 'big', 'tok_' || lpad(to_hex(n), 26, '0'), 'ledger.credit', 'intent-' || n, 'user',
-       sha256(int8send(n)), '\x00', 'k1', sha256(int8send(n)), 3600, 86400, k.state,
-       now() + CASE WHEN k.past THEN interval '-1 minute' ELSE interval '1 hour' END,
-       now() + interval '1 day',
-       CASE WHEN k.state = 'issued' THEN NULL ELSE now() END,
-       CASE WHEN k.state = 'consumed' THEN 200 END,
-       CASE WHEN k.state = 'consumed' THEN '{}'::bytea END
-FROM generate_series(1, 20000) AS g(n),
-     LATERAL (SELECT (ARRAY['consumed', 'unknown', 'revoked', 'expired', 'issued', 'issued'])[CASE WHEN n % 499 = 0 AND n / 499 <= 25 THEN 2 + (n / 499) % 5 ELSE 1 END] AS state,
-                     n % 499 = 0 AND n / 499 <= 25 AND (n / 499) % 5 = 3 AS past) AS k`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `ANALYZE tokens`); err != nil {
-		t.Fatal(err)
-	}
+	seedStates(t, pool, 20000)
 	cases := []struct {
 		state string
 		want  int // tokens listed
@@ -117,4 +96,31 @@ func (n planNode) read() int {
 		r += c.read()
 	}
 	return r
+}
+
+// seedStates gives tenant "big" n tokens: five of each rare kind of state
+// (unknown, revoked, stored expired, issued past expiry, issued) and the
+// rest consumed, then analyzes the table.
+func seedStates(tb testing.TB, pool *pgxpool.Pool, n int) {
+	tb.Helper()
+	_, err := pool.Exec(context.Background(), `
+INSERT INTO tokens (tenant_id, id, operation, intent_id, subject, secret_hash, secret_nonce, secret_key_id,
+                    fingerprint, ttl_seconds, retention_seconds, state, expires_at, retain_until,
+                    finished_at, result_status, result_body)
+SELECT 'big', 'tok_' || lpad(to_hex(n), 26, '0'), 'ledger.credit', 'intent-' || n, 'user',
+       sha256(int8send(n)), '\x00', 'k1', sha256(int8send(n)), 3600, 86400, k.state,
+       now() + CASE WHEN k.past THEN interval '-1 minute' ELSE interval '1 hour' END,
+       now() + interval '1 day',
+       CASE WHEN k.state = 'issued' THEN NULL ELSE now() END,
+       CASE WHEN k.state = 'consumed' THEN 200 END,
+       CASE WHEN k.state = 'consumed' THEN '{}'::bytea END
+FROM generate_series(1, $1::int) AS g(n),
+     LATERAL (SELECT (ARRAY['consumed', 'unknown', 'revoked', 'expired', 'issued', 'issued'])[CASE WHEN n % 499 = 0 AND n / 499 <= 25 THEN 2 + (n / 499) % 5 ELSE 1 END] AS state,
+                     n % 499 = 0 AND n / 499 <= 25 AND (n / 499) % 5 = 3 AS past) AS k`, n)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := pool.Exec(context.Background(), `VACUUM ANALYZE tokens`); err != nil {
+		tb.Fatal(err)
+	}
 }
