@@ -1,4 +1,4 @@
 package inspect
 
 // ListStatement is the statement List runs for f, for plan tests.
-func ListStatement(f Filter) string { return listSQL[f.stateFilter()] }
+func ListStatement(f Filter) string { return listSQL[f.State] }

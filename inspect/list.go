@@ -67,7 +67,7 @@ func List(ctx context.Context, q db.DBTX, tenant string, f Filter) (items []toke
 	after, _ := decodeCursor(f.Cursor)
 	// One row more than the page tells whether there is a next page without
 	// handing out a cursor to an empty one.
-	rows, err := q.Query(ctx, listSQL[f.stateFilter()], tenant,
+	rows, err := q.Query(ctx, listSQL[f.State], tenant,
 		orNil(string(f.State)), orNil(f.Operation), orNil(f.Subject),
 		timeOrNil(f.CreatedAfter), timeOrNil(f.CreatedBefore), orNil(after), limit+1)
 	if err != nil {
@@ -82,18 +82,6 @@ func List(ctx context.Context, q db.DBTX, tenant string, f Filter) (items []toke
 		next = encodeCursor(items[limit-1].ID)
 	}
 	return items, next, nil
-}
-
-func (f Filter) stateFilter() stateFilter {
-	switch f.State {
-	case "":
-		return anyState
-	case token.Issued:
-		return issuedState
-	case token.Expired:
-		return expiredState
-	}
-	return storedState
 }
 
 // Cursors are opaque to callers so that the key they page on can change.
