@@ -203,8 +203,10 @@ func TestServe(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	err = cmd.Wait()
+	// The log to its end first: Wait closes the pipe, and a line still in it
+	// would be cut (os/exec: no Wait before the reads are done).
 	logs.WriteString(<-rest)
+	err = cmd.Wait()
 	if err != nil {
 		t.Fatalf("serve after SIGTERM: %v\n%s", err, logs.String())
 	}

@@ -80,8 +80,8 @@ func TestServeRedactsSecrets(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	logs.WriteString(<-rest) // before Wait, which closes the pipe
 	err = cmd.Wait()
-	logs.WriteString(<-rest)
 	if err != nil {
 		t.Fatalf("serve after SIGTERM: %v\n%s", err, logs.String())
 	}
