@@ -2,9 +2,7 @@ package inspect_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -30,7 +28,7 @@ func TestListWalksOnlyItsState(t *testing.T) {
 		{"unknown", 5}, {"revoked", 5}, {"issued", 5}, {"expired", 10}, // 5 stored, 5 issued past expiry
 		{"consumed", 51}, // a full page: the walk stops there
 	}
-	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+	for _, mode := range pgtest.PlanModes {
 		for _, c := range cases {
 			f := inspect.Filter{State: token.State(c.state)}
 			read, listed := explainList(t, pool, mode, f)
@@ -49,53 +47,11 @@ func TestListWalksOnlyItsState(t *testing.T) {
 // its scans read (returned or filtered out) and how many it returned.
 func explainList(t *testing.T, pool *pgxpool.Pool, mode string, f inspect.Filter) (read, listed int) {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	for _, sql := range []string{"SET plan_cache_mode = " + mode, "PREPARE list AS " + inspect.ListStatement(f)} {
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	defer conn.Exec(ctx, "DEALLOCATE list; RESET plan_cache_mode") //nolint:errcheck // the pool's connection, for the next case
-	var out []byte
 	state := "NULL"
 	if f.State != "" {
 		state = "'" + string(f.State) + "'"
 	}
-	explain := fmt.Sprintf(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE list('big', %s, NULL, NULL, NULL, NULL, NULL, 51)`, state)
-	if err := conn.QueryRow(ctx, explain).Scan(&out); err != nil {
-		t.Fatal(err)
-	}
-	var plans []struct{ Plan planNode }
-	if err := json.Unmarshal(out, &plans); err != nil || len(plans) != 1 {
-		t.Fatalf("plan %s: %v", out, err)
-	}
-	return plans[0].Plan.read(), plans[0].Plan.Rows
-}
-
-type planNode struct {
-	Type    string     `json:"Node Type"`
-	Rows    int        `json:"Actual Rows"`
-	Loops   int        `json:"Actual Loops"`
-	Removed int        `json:"Rows Removed by Filter"`
-	Plans   []planNode `json:"Plans"`
-}
-
-// read sums the rows the scans under n read: those they passed on and those
-// their filters removed.
-func (n planNode) read() int {
-	r := 0
-	if strings.HasSuffix(n.Type, "Scan") {
-		r = (n.Rows + n.Removed) * max(n.Loops, 1)
-	}
-	for _, c := range n.Plans {
-		r += c.read()
-	}
-	return r
+	return pgtest.Explain(t, pool, mode, inspect.ListStatement(f), fmt.Sprintf("'big', %s, NULL, NULL, NULL, NULL, NULL, 51", state))
 }
 
 // seedStates gives tenant "big" n tokens: five of each rare kind of state
