@@ -9,7 +9,7 @@ import (
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/pgtest"
-	"github.com/tokend/tokend/token"
+	"github.com/tokend/tokend/internal/tokentest"
 )
 
 // benchRequest is a ledger.credit issue request for intent n, with a payload
@@ -30,10 +30,7 @@ func benchRequest(run string, n int64) intent.Request {
 // Compare with bench/issue.sql under pgbench (scripts/bench).
 func BenchmarkIssue(b *testing.B) {
 	pool := pgtest.NewPool(b)
-	keys, err := token.NewKeyring("bench-server-key-0123456789abcdef0123456789")
-	if err != nil {
-		b.Fatal(err)
-	}
+	keys := tokentest.Keys(b)
 	is := intent.NewIssuer(keys, intent.WithHandlers(ledger.Handlers()))
 	ctx := context.Background()
 	var n atomic.Int64

@@ -15,6 +15,7 @@ import (
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/tokentest"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
 )
@@ -23,10 +24,7 @@ const tenant = "acme"
 
 func newIssuer(t *testing.T) *intent.Issuer {
 	t.Helper()
-	keys, err := token.NewKeyring("test-server-key-0123456789abcdef0123456789")
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys := tokentest.Keys(t)
 	return intent.NewIssuer(keys, intent.WithHandlers(ledger.Handlers()))
 }
 

@@ -13,8 +13,8 @@ import (
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/tokentest"
 	"github.com/tokend/tokend/operation"
-	"github.com/tokend/tokend/token"
 )
 
 // An Issuer caches policies, yet a policy redeclared elsewhere (another
@@ -232,17 +232,14 @@ func TestIssueRetryKeepsPolicyItWasIssuedUnder(t *testing.T) {
 func TestIssueValidatesPayload(t *testing.T) {
 	t.Parallel()
 	pool, ctx := pgtest.NewPool(t), context.Background()
-	keys, err := token.NewKeyring("test-server-key-0123456789abcdef0123456789")
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys := tokentest.Keys(t)
 	handlers := consume.NewRegistry()
 	ledger.Register(handlers)
 	is := intent.NewIssuer(keys, intent.WithHandlers(handlers))
 
 	bad := request("bad")
 	bad.Payload = []byte(`{"account":"alice","amount":"10"}`)
-	_, err = is.Issue(ctx, pool, bad)
+	_, err := is.Issue(ctx, pool, bad)
 	var pe *consume.PayloadError
 	if !errors.Is(err, intent.ErrInvalidRequest) || !errors.As(err, &pe) || pe.Field != "amount" {
 		t.Fatalf("Issue = %v, want ErrInvalidRequest with a PayloadError on amount", err)

@@ -14,8 +14,8 @@ import (
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/tokentest"
 	"github.com/tokend/tokend/operation"
-	"github.com/tokend/tokend/token"
 )
 
 func TestValidate(t *testing.T) {
@@ -214,10 +214,7 @@ func TestDelete(t *testing.T) {
 func TestDeleteWaitsForConcurrentIssue(t *testing.T) {
 	t.Parallel()
 	pool, ctx := pgtest.NewPool(t), context.Background()
-	keys, err := token.NewKeyring("test-server-key-0123456789abcdef0123456789")
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys := tokentest.Keys(t)
 	is := intent.NewIssuer(keys, intent.WithHandlers(builtins))
 	req := func(key string) intent.Request {
 		return intent.Request{Tenant: "acme", Operation: "pay.card", IntentID: key, Subject: "u", TTLSeconds: 60, Actor: "test"}

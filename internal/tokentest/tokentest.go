@@ -39,13 +39,22 @@ type Options struct {
 	LockWait time.Duration
 }
 
-// New returns a Kit for t, built as o says.
-func New(t testing.TB, o Options) *Kit {
+// Keys returns a keyring of ServerKey, for tests that build their own
+// issuer or spender.
+func Keys(t testing.TB) *token.Keyring {
 	t.Helper()
 	keys, err := token.NewKeyring(ServerKey)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return keys
+}
+
+// New returns a Kit for t, built as o says.
+func New(t testing.TB, o Options) *Kit {
+	t.Helper()
+	keys := Keys(t)
+	var err error
 	k := &Kit{Pool: o.Pool, Keys: keys, Handlers: o.Handlers}
 	if k.Handlers == nil {
 		k.Handlers = ledger.Handlers()
