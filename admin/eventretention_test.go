@@ -41,7 +41,8 @@ func TestPurgeKeepsEventsUntilTheirRetention(t *testing.T) {
 
 	// Positioned: a retention longer than their age keeps them...
 	deadline := time.Now().Add(30 * time.Second)
-	for e.count(`SELECT count(*) FROM token_events WHERE pos IS NULL`) > 0 {
+	for e.count(`SELECT count(*) FROM token_events e WHERE NOT EXISTS (
+		SELECT 1 FROM event_positions p WHERE p.tenant_id = e.tenant_id AND p.token_id = e.token_id AND p.seq = e.seq)`) > 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("events never got a feed position")
 		}

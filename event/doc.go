@@ -14,11 +14,22 @@
 // So events get their feed position after commit. [Position] hands out
 // positions, under a lock on the tenant's feed head, to the events whose
 // transactions are settled: older than the oldest transaction still running
-// (pg_snapshot_xmin). No event can appear later below that horizon, so a
-// position once handed out is never preceded by a new one. Positions are
-// given in write order (seq), which is taken after the token's row lock, so
-// one token's events keep the order in which they happened, and they are
-// consecutive per tenant: 1, 2, 3, and so on.
+// (pg_snapshot_xmin). It takes them in the order of their transaction ids,
+// then of seq, after a cursor kept in the head: every transaction below the
+// horizon has ended and every later one has a greater id, so no event can
+// show up later behind the cursor, and a position once handed out is never
+// preceded by a new one. Positions are consecutive per tenant: 1, 2, 3, and
+// so on.
+//
+// One token's changes are serialized by the token's row lock, and a
+// transaction gets its id at its first write, which for tokend's
+// single-token transactions is the token's lock: their events keep the order
+// in which they happened. A transaction that wrote before it took the
+// token's lock (a sweeper batch, or a caller's transaction around a Tx
+// variant such as consume.Spender.SpendTx) sorts by the earlier id.
+//
+// Positions live in a narrow table of their own (event_positions), so that
+// giving one is an insert, not a second write of the event.
 //
 // An event waits for its position as long as the oldest transaction running
 // on the Postgres server, in any of its databases (transaction ids are

@@ -108,11 +108,15 @@ func PositionTx(ctx context.Context, tx pgx.Tx, tenant string) (int64, error) {
 	if !pending {
 		return 0, nil
 	}
-	var head, n int64
-	if err := tx.QueryRow(ctx, lockHeadSQL, tenant).Scan(&head); err != nil {
+	var head, seq int64
+	var xid string
+	if err := tx.QueryRow(ctx, lockHeadSQL, tenant).Scan(&head, &xid, &seq); err != nil {
 		return 0, fmt.Errorf("event: position: lock the feed head: %w", err)
 	}
-	if err := tx.QueryRow(ctx, positionSQL, tenant, head, positionBatch).Scan(&n); err != nil {
+	// No row: another transaction positioned them while this one waited.
+	var n int64
+	err := tx.QueryRow(ctx, positionSQL, tenant, head, xid, seq, positionBatch).Scan(&n)
+	if err != nil && !db.NoRow(err) {
 		return 0, fmt.Errorf("event: position: %w", err)
 	}
 	return n, nil

@@ -167,7 +167,7 @@ func (d *Dispatcher) fanOut(ctx context.Context) error {
 	}
 	for {
 		var seen, offered int64
-		if err := d.cfg.Pool.QueryRow(ctx, fanOutSQL, 1000).Scan(&seen, &offered); err != nil {
+		if err := d.cfg.Pool.QueryRow(ctx, fanOutSQL).Scan(&seen, &offered); err != nil {
 			return fmt.Errorf("webhooks: fan out: %w", err)
 		}
 		if seen == 0 {

@@ -49,7 +49,9 @@ LIMIT $3`
 const tenantsSQL = `SELECT DISTINCT tenant_id FROM webhook_endpoints WHERE enabled`
 
 // fanOutSQL offers every enabled endpoint the events after its feed
-// position, up to $1 each, as deliveries of the types it takes, and moves
+// position, up to 1000 each, as event/sql.go's readSQL reads a page (a
+// constant LIMIT and OFFSET 0, so that even a generic plan looks each event
+// up by its key), as deliveries of the types it takes, and moves
 // its position past all of them. An endpoint another dispatcher is fanning
 // out is skipped.
 const fanOutSQL = `
@@ -60,10 +62,16 @@ WITH ep AS (
 ), ev AS (
     SELECT ep.tenant_id, ep.id AS endpoint_id, e.pos, e.event_id, e.kind, ep.event_types
     FROM ep CROSS JOIN LATERAL (
-        SELECT pos, event_id, kind FROM token_events e
-        WHERE e.tenant_id = ep.tenant_id AND e.pos > ep.feed_pos
-        ORDER BY e.pos
-        LIMIT $1
+        SELECT p.pos, e.event_id, e.kind
+        FROM (SELECT pos, token_id, seq FROM event_positions
+              WHERE tenant_id = ep.tenant_id AND pos > ep.feed_pos
+              ORDER BY pos
+              LIMIT 1000) p
+        CROSS JOIN LATERAL (
+            SELECT event_id, kind FROM token_events e
+            WHERE e.tenant_id = ep.tenant_id AND e.token_id = p.token_id AND e.seq = p.seq
+            OFFSET 0
+        ) e
     ) e
 ), ins AS (
     INSERT INTO webhook_deliveries (tenant_id, endpoint_id, pos, event_id)
@@ -103,7 +111,12 @@ SELECT l.tenant_id, l.endpoint_id, l.pos, l.attempts, w.url, w.secret_nonce, w.s
        e.from_state, e.to_state, e.generation, e.outcome_status, e.outcome_body, e.at
 FROM leased l
 JOIN webhook_endpoints w ON w.tenant_id = l.tenant_id AND w.id = l.endpoint_id
-JOIN token_events e ON e.tenant_id = l.tenant_id AND e.pos = l.pos`
+CROSS JOIN LATERAL (
+    SELECT e.* FROM event_positions p
+    JOIN token_events e ON e.tenant_id = p.tenant_id AND e.token_id = p.token_id AND e.seq = p.seq
+    WHERE p.tenant_id = l.tenant_id AND p.pos = l.pos
+    OFFSET 0
+) e`
 
 // deliveredSQL records a 2xx answer to attempt $4 of a delivery. A lease
 // another dispatcher took over since (a later attempt) is not touched.

@@ -13,11 +13,12 @@ import (
 const LockStateSQL = `SELECT ` + inspect.StateExpr + ` FROM tokens WHERE tenant_id = $1 AND id = $2 FOR UPDATE`
 
 // DeleteEvents deletes events past the event retention ($2 seconds) whose
-// token is gone, in batches of $1, a Sweep's two forms. Only positioned events go: one still waiting for its
+// token is gone, in batches of $1, a Sweep's two forms. Only positioned
+// events go (the walk is of event_positions): one still waiting for its
 // position has not been offered to the feed yet; nor do events a webhook
 // delivery still owes, or that an enabled endpoint has yet to be offered.
 // A live token keeps its whole trail, which its operator record shows.
-var DeleteEvents = Sweep{All: fmt.Sprintf(deleteEventsText, ""), Tenant: fmt.Sprintf(deleteEventsText, "e.tenant_id = $3 AND")}
+var DeleteEvents = Sweep{All: fmt.Sprintf(deleteEventsText, ""), Tenant: fmt.Sprintf(deleteEventsText, "p.tenant_id = $3 AND")}
 
 // DeleteDeliveries deletes finished webhook deliveries (delivered, or
 // failed for good) that finished longer ago than the event retention ($2
@@ -41,15 +42,18 @@ var DeleteDeliveries = Sweep{All: fmt.Sprintf(deleteDeliveriesText, ""), Tenant:
 // with its tenant filter in the %s.
 const deleteEventsText = `
 WITH due AS (
-    SELECT e.tenant_id, e.token_id, e.seq FROM token_events e
-    WHERE %s e.pos IS NOT NULL AND e.at < now() - make_interval(secs => $2)
-      AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.tenant_id = e.tenant_id AND t.id = e.token_id)
+    SELECT p.tenant_id, p.pos, p.token_id, p.seq FROM event_positions p
+    WHERE %s p.at < now() - make_interval(secs => $2)
+      AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.tenant_id = p.tenant_id AND t.id = p.token_id)
       AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d
-                      WHERE d.tenant_id = e.tenant_id AND d.pos = e.pos AND d.state = 'pending')
+                      WHERE d.tenant_id = p.tenant_id AND d.pos = p.pos AND d.state = 'pending')
       AND NOT EXISTS (SELECT 1 FROM webhook_endpoints w
-                      WHERE w.tenant_id = e.tenant_id AND w.enabled AND w.feed_pos < e.pos)
+                      WHERE w.tenant_id = p.tenant_id AND w.enabled AND w.feed_pos < p.pos)
     LIMIT $1
     FOR UPDATE SKIP LOCKED
+), unplaced AS (
+    DELETE FROM event_positions p USING due
+    WHERE p.tenant_id = due.tenant_id AND p.pos = due.pos
 ), del AS (
     DELETE FROM token_events e USING due
     WHERE e.tenant_id = due.tenant_id AND e.token_id = due.token_id AND e.seq = due.seq

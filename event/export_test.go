@@ -1,0 +1,8 @@
+package event
+
+// Statements for plan tests.
+var (
+	PendingSQL  = pendingSQL
+	PositionSQL = positionSQL
+	ReadSQL     = readSQL
+)
