@@ -5,28 +5,22 @@ package apikey
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base32"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/tokend/tokend/db"
+	"github.com/tokend/tokend/internal/apikey/keytext"
 )
 
-// Prefixes of a key's plaintext and of its public id. The plaintext prefix
-// lets secret scanners and people recognise a leaked key.
+// Prefixes of a key's plaintext and of its public id (see keytext).
 const (
-	SecretPrefix = "tkd_"
-	IDPrefix     = "key_"
+	SecretPrefix = keytext.SecretPrefix
+	IDPrefix     = keytext.IDPrefix
 )
-
-const secretBytes = 32 // 256 bits
 
 // Errors returned by this package.
 var (
@@ -87,10 +81,8 @@ func Create(ctx context.Context, q db.DBTX, tenant string, role Role) (Key, stri
 	if _, err := ParseRole(string(role)); err != nil {
 		return Key{}, "", err
 	}
-	var raw [secretBytes]byte
-	_, _ = rand.Read(raw[:]) // never fails, see crypto/rand.Read
-	secret := SecretPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
-	k := Key{ID: newID(), Tenant: tenant, Role: role}
+	secret := keytext.NewSecret()
+	k := Key{ID: keytext.NewID(), Tenant: tenant, Role: role}
 	err := q.QueryRow(ctx, createSQL, tenant, k.ID, hash(secret), role).Scan(&k.CreatedAt)
 	if err != nil {
 		return Key{}, "", fmt.Errorf("apikey: create: %w", err)
@@ -101,7 +93,7 @@ func Create(ctx context.Context, q db.DBTX, tenant string, role Role) (Key, stri
 // Resolve returns the live key whose plaintext is presented, or
 // ErrUnauthorized.
 func Resolve(ctx context.Context, q db.DBTX, presented string) (Key, error) {
-	if !wellFormed(presented) {
+	if !keytext.WellFormed(presented) {
 		return Key{}, ErrUnauthorized
 	}
 	want := hash(presented)
@@ -147,25 +139,7 @@ func Live(ctx context.Context, q db.DBTX, tenant, id string) error {
 	return nil
 }
 
-func wellFormed(s string) bool {
-	body, ok := strings.CutPrefix(s, SecretPrefix)
-	if !ok || len(body) != base64.RawURLEncoding.EncodedLen(secretBytes) {
-		return false
-	}
-	// Strict, and the decoded length checked: one spelling per key, no CR/LF.
-	b, err := base64.RawURLEncoding.Strict().DecodeString(body)
-	return err == nil && len(b) == secretBytes
-}
-
 func hash(secret string) []byte {
 	sum := sha256.Sum256([]byte(secret))
 	return sum[:]
-}
-
-var idEncoding = base32.HexEncoding.WithPadding(base32.NoPadding)
-
-func newID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return IDPrefix + strings.ToLower(idEncoding.EncodeToString(b[:]))
 }

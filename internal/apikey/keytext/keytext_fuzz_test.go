@@ -1,4 +1,4 @@
-package apikey
+package keytext
 
 import (
 	"encoding/base64"
@@ -19,7 +19,7 @@ func FuzzWellFormed(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if !wellFormed(s) {
+		if !WellFormed(s) {
 			return
 		}
 		body, ok := strings.CutPrefix(s, SecretPrefix)
@@ -27,8 +27,8 @@ func FuzzWellFormed(f *testing.F) {
 			t.Fatalf("accepted %q without the prefix", s)
 		}
 		b, err := base64.RawURLEncoding.DecodeString(body)
-		if err != nil || len(b) != secretBytes || base64.RawURLEncoding.EncodeToString(b) != body {
-			t.Fatalf("accepted %q, which is not the canonical spelling of %d bytes", s, secretBytes)
+		if err != nil || len(b) != SecretBytes || base64.RawURLEncoding.EncodeToString(b) != body {
+			t.Fatalf("accepted %q, which is not the canonical spelling of %d bytes", s, SecretBytes)
 		}
 	})
 }
