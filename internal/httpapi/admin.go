@@ -17,6 +17,7 @@ import (
 	"github.com/tokend/tokend/admin"
 	"github.com/tokend/tokend/client"
 	"github.com/tokend/tokend/inspect"
+	"github.com/tokend/tokend/internal/reqbody"
 	"github.com/tokend/tokend/token"
 )
 
@@ -165,12 +166,8 @@ func queryTime(q url.Values, name string) (time.Time, error) {
 	return t, nil
 }
 
-type revokeRequest struct {
-	Reason string `json:"reason"`
-}
-
 func (s *Server) revokeToken(c *gin.Context) {
-	var req revokeRequest
+	var req reqbody.Revoke
 	if err := Decode(c, &req); err != nil {
 		Abort(c, err)
 		return
@@ -189,23 +186,17 @@ func (s *Server) revokeToken(c *gin.Context) {
 	WriteJSON(c, http.StatusOK, viewRecord(r))
 }
 
-type reconcileRequest struct {
-	Outcome admin.Outcome   `json:"outcome"`
-	Status  int             `json:"status"`
-	Result  json.RawMessage `json:"result"`
-}
-
 func (s *Server) reconcileToken(c *gin.Context) {
-	var req reconcileRequest
+	var req reqbody.Reconcile
 	if err := Decode(c, &req); err != nil {
 		Abort(c, err)
 		return
 	}
 	k := Caller(c)
-	rec := admin.Reconciliation{Outcome: req.Outcome, Status: req.Status, Actor: k.ID}
+	rec := admin.Reconciliation{Outcome: admin.Outcome(req.Outcome), Status: req.Status, Actor: k.ID}
 	// Only when present: a nil json.RawMessage in Result would be a result
 	// of JSON null, which not_executed refuses.
-	if raw := rawPayload(req.Result); raw != nil {
+	if raw := reqbody.Raw(req.Result); raw != nil {
 		rec.Result = json.RawMessage(raw)
 	}
 	r, err := admin.Reconcile(c.Request.Context(), s.pool, k.Tenant, c.Param("id"), rec)

@@ -1,18 +1,17 @@
 package httpapi
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/tokend/tokend/internal/jsonread"
+	"github.com/tokend/tokend/internal/reqbody"
 )
 
 // Decode reads c's request body, one JSON object, into dst, the way every
-// JSON tokend reads is read (internal/jsonread): member names match
+// JSON tokend reads is read (internal/reqbody): member names match
 // case-sensitively, and duplicate members at any depth, invalid UTF-8, lone
 // surrogates, unknown fields, trailing data and values of the wrong type are
 // errors that name the member, and its strings must be text Postgres can
@@ -29,47 +28,16 @@ func Decode(c *gin.Context, dst any) error {
 		}
 		return invalidRequest("the request body could not be read")
 	}
-	if err := checkJSONText(body); err != nil {
-		return err
+	err = reqbody.Decode(body, dst)
+	var refused *reqbody.Error
+	if errors.As(err, &refused) {
+		return invalidRequest(refused.Detail)
 	}
-	if trimmed := bytes.TrimLeft(body, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
-		return invalidRequest("the request body must be a JSON object")
-	}
-	if err := jsonread.Unmarshal(body, dst); err != nil {
-		var refused *jsonread.Error
-		if errors.As(err, &refused) {
-			return invalidRequest(refused.Error())
-		}
-		return err // a bug, such as a non-pointer dst
-	}
-	return nil
+	return err // nil, or a bug such as a non-pointer dst
 }
 
 func invalidRequest(detail string) *Problem {
 	return &Problem{Status: http.StatusBadRequest, Code: "invalid_request", Title: "Invalid request", Detail: detail}
-}
-
-// payload is a request's business payload, kept as sent. Decoding refuses a
-// payload jsonread.CheckPayload refuses, bound by a digest or not, so that a
-// number the digest would read as another is refused at issue and at spend.
-type payload []byte
-
-// UnmarshalJSON keeps b once it passes jsonread.CheckPayload.
-func (p *payload) UnmarshalJSON(b []byte) error {
-	if err := jsonread.CheckPayload(b); err != nil {
-		return err
-	}
-	*p = append((*p)[:0], b...)
-	return nil
-}
-
-// rawPayload returns a request's optional raw JSON member, nil when it is
-// absent or null: a null payload binds nothing, like an absent one.
-func rawPayload(m []byte) []byte {
-	if len(m) == 0 || bytes.Equal(m, []byte("null")) {
-		return nil
-	}
-	return m
 }
 
 // InvalidRequest is a 400 invalid_request problem saying detail, for the

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/url"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -18,7 +17,7 @@ import (
 // (token.ValidText: valid UTF-8 without NUL). It is checked where strings
 // enter, once for every route: requireText checks the path parameters, the
 // query, the headers the API reads and urlencoded form bodies; Decode
-// checks JSON bodies with checkJSONText. A refusal is 400 invalid_request
+// checks JSON bodies (internal/reqbody). A refusal is 400 invalid_request
 // and changes nothing.
 
 // textHeaders are the request headers whose values reach the database.
@@ -103,38 +102,4 @@ func queryErrorDetail(err error) string {
 
 func notTextProblem(what, value string) *Problem {
 	return invalidRequest(token.CheckText(what, value).Error())
-}
-
-// checkJSONText refuses a JSON body that is not valid UTF-8 (RFC 8259 wants
-// UTF-8; encoding/json would quietly turn bad bytes into U+FFFD) or that has
-// a string, key or value, holding an escaped NUL (\u0000), which no text
-// column or jsonb value can store. It needs no parse: a backslash outside a
-// string is a syntax error that decoding reports anyway.
-func checkJSONText(body []byte) error {
-	if !utf8.Valid(body) {
-		return invalidRequest(fmt.Sprintf("the request body is not valid UTF-8 (at byte %d); text must be valid UTF-8 without NUL", invalidUTF8At(body)))
-	}
-	for i := 0; i < len(body); i++ {
-		switch body[i] {
-		case 0:
-			return invalidRequest(fmt.Sprintf("the request body holds a NUL byte at byte %d; text must be valid UTF-8 without NUL", i))
-		case '\\':
-			if i+5 < len(body) && body[i+1] == 'u' && string(body[i+2:i+6]) == "0000" {
-				return invalidRequest(fmt.Sprintf("the request body holds a NUL character (\\u0000) at byte %d; text must be valid UTF-8 without NUL", i))
-			}
-			i++ // the escaped character, which may be a backslash
-		}
-	}
-	return nil
-}
-
-func invalidUTF8At(b []byte) int {
-	for i := 0; i < len(b); {
-		r, n := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && n <= 1 {
-			return i
-		}
-		i += n
-	}
-	return len(b)
 }

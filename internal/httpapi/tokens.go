@@ -11,6 +11,7 @@ import (
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/metrics"
+	"github.com/tokend/tokend/internal/reqbody"
 	"github.com/tokend/tokend/token"
 )
 
@@ -22,20 +23,13 @@ const (
 var errIdempotencyKeyMissing = &Problem{Status: http.StatusBadRequest, Code: "idempotency_key_missing", Title: "Idempotency-Key missing",
 	Detail: "issuing a token needs an Idempotency-Key header naming the business intent; keep it when retrying"}
 
-type issueRequest struct {
-	Operation  string  `json:"operation"`
-	Subject    string  `json:"subject"`
-	TTLSeconds int     `json:"ttl_seconds"`
-	Payload    payload `json:"payload"`
-}
-
 func (s *Server) issue(c *gin.Context) {
 	intentID := c.GetHeader(idempotencyKeyHeader)
 	if intentID == "" {
 		Abort(c, errIdempotencyKeyMissing)
 		return
 	}
-	var req issueRequest
+	var req reqbody.Issue
 	if err := Decode(c, &req); err != nil {
 		Abort(c, err)
 		return
@@ -47,7 +41,7 @@ func (s *Server) issue(c *gin.Context) {
 		IntentID:   intentID,
 		Subject:    req.Subject,
 		TTLSeconds: req.TTLSeconds,
-		Payload:    rawPayload(req.Payload),
+		Payload:    reqbody.Raw(req.Payload),
 		Actor:      k.ID,
 	})
 	switch {
@@ -83,15 +77,8 @@ func (s *Server) issue(c *gin.Context) {
 	WriteJSON(c, http.StatusCreated, body)
 }
 
-type consumeRequest struct {
-	Token     string  `json:"token"`
-	Operation string  `json:"operation"`
-	Subject   string  `json:"subject"`
-	Payload   payload `json:"payload"`
-}
-
 func (s *Server) consume(c *gin.Context) {
-	var req consumeRequest
+	var req reqbody.Consume
 	if err := Decode(c, &req); err != nil {
 		Abort(c, err)
 		return
@@ -114,7 +101,7 @@ func (s *Server) consume(c *gin.Context) {
 		Secret:    secret,
 		Operation: req.Operation,
 		Subject:   req.Subject,
-		Payload:   rawPayload(req.Payload),
+		Payload:   reqbody.Raw(req.Payload),
 		Actor:     k.ID,
 	})
 	s.metrics.ObserveSpend(spendOutcome(resp, err))
@@ -128,24 +115,8 @@ func (s *Server) consume(c *gin.Context) {
 	writeOutcome(c, resp)
 }
 
-type completeRequest struct {
-	Generation *int64          `json:"generation"`
-	Status     int             `json:"status"`
-	Result     json.RawMessage `json:"result"`
-}
-
-type failRequest struct {
-	Generation *int64          `json:"generation"`
-	Status     int             `json:"status"`
-	Error      json.RawMessage `json:"error"`
-}
-
-type unknownRequest struct {
-	Generation *int64 `json:"generation"`
-}
-
 func (s *Server) complete(c *gin.Context) {
-	var req completeRequest
+	var req reqbody.Complete
 	if err := Decode(c, &req); err != nil {
 		Abort(c, err)
 		return
@@ -154,7 +125,7 @@ func (s *Server) complete(c *gin.Context) {
 }
 
 func (s *Server) fail(c *gin.Context) {
-	var req failRequest
+	var req reqbody.Fail
 	if err := Decode(c, &req); err != nil {
 		Abort(c, err)
 		return
@@ -163,7 +134,7 @@ func (s *Server) fail(c *gin.Context) {
 }
 
 func (s *Server) reportUnknown(c *gin.Context) {
-	var req unknownRequest
+	var req reqbody.Unknown
 	if err := Decode(c, &req); err != nil {
 		Abort(c, err)
 		return
@@ -184,7 +155,7 @@ func (s *Server) finish(c *gin.Context, a token.Action, generation *int64, statu
 	}
 	k := Caller(c)
 	r := consume.Report{Tenant: k.Tenant, TokenID: id, Generation: *generation, Status: status, Actor: k.ID}
-	if raw := rawPayload(result); raw != nil {
+	if raw := reqbody.Raw(result); raw != nil {
 		r.Result = json.RawMessage(raw)
 	}
 	rec, err := consume.Finish(c.Request.Context(), s.pool, a, r)
