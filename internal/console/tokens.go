@@ -154,16 +154,24 @@ type revokeData struct {
 
 // revokePage asks the operator to confirm a revocation.
 func (c *Console) revokePage(g *gin.Context) {
+	c.confirmPage(g, token.Issued, "Only an issued token can be revoked", "revoke.html",
+		func(rec token.Record) any { return revokeData{Token: rec} })
+}
+
+// confirmPage shows page, with data for the token in the path, to confirm
+// an action that only a token in state want allows; another token is
+// shown with refused and its state.
+func (c *Console) confirmPage(g *gin.Context, want token.State, refused, page string, data func(token.Record) any) {
 	s := sessionOf(g)
 	rec, ok := c.token(g)
 	if !ok {
 		return
 	}
-	if rec.State != token.Issued {
-		c.showToken(g, http.StatusConflict, "", fmt.Sprintf("Only an issued token can be revoked; this one is %s.", rec.State))
+	if rec.State != want {
+		c.showToken(g, http.StatusConflict, "", fmt.Sprintf("%s; this one is %s.", refused, rec.State))
 		return
 	}
-	c.pages.render(g.Writer, http.StatusOK, "revoke.html", &s, revokeData{Token: rec})
+	c.pages.render(g.Writer, http.StatusOK, page, &s, data(rec))
 }
 
 func (c *Console) revoke(g *gin.Context) {
@@ -195,16 +203,8 @@ type reconcileData struct {
 // reconcilePage asks the operator what happened to a token whose outcome is
 // unknown, and to confirm it.
 func (c *Console) reconcilePage(g *gin.Context) {
-	s := sessionOf(g)
-	rec, ok := c.token(g)
-	if !ok {
-		return
-	}
-	if rec.State != token.Unknown {
-		c.showToken(g, http.StatusConflict, "", fmt.Sprintf("Only a token whose outcome is unknown can be reconciled; this one is %s.", rec.State))
-		return
-	}
-	c.pages.render(g.Writer, http.StatusOK, "reconcile.html", &s, reconcileData{Token: rec})
+	c.confirmPage(g, token.Unknown, "Only a token whose outcome is unknown can be reconciled", "reconcile.html",
+		func(rec token.Record) any { return reconcileData{Token: rec} })
 }
 
 func (c *Console) reconcile(g *gin.Context) {
