@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/tern/v2/migrate"
 
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/migrations"
@@ -28,16 +27,7 @@ func TestUpgradeKeepsEveryPosition(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	m, err := migrate.NewMigrator(ctx, conn, migrations.VersionTable)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.LoadMigrations(migrations.Schema.Files); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.MigrateTo(ctx, 7); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.MigrateTo(t, conn, 7)
 	// Each event in a transaction of its own, so their xids ascend.
 	var ids []string
 	for _, ev := range []struct{ tenant, token string }{{"a", "tok_1"}, {"a", "tok_2"}, {"a", "tok_3"}, {"b", "tok_4"}, {"b", "tok_5"}} {

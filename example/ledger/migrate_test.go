@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/tern/v2/migrate"
 
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/internal/pgtest"
@@ -45,16 +44,7 @@ func TestUpgradeKeepsLedgerRows(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
 			conn := connect(t, pgtest.NewEmptyURL(t))
-			m, err := migrate.NewMigrator(ctx, conn, migrations.VersionTable)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := m.LoadMigrations(migrations.Schema.Files); err != nil {
-				t.Fatal(err)
-			}
-			if err := m.MigrateTo(ctx, 6); err != nil {
-				t.Fatal(err)
-			}
+			pgtest.MigrateTo(t, conn, 6)
 			if tc.rows {
 				if _, err := conn.Exec(ctx, `
 					INSERT INTO ledger_accounts (tenant_id, account, balance) VALUES ('acme', 'alice', 70);

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/tern/v2/migrate"
 
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/migrations"
@@ -196,4 +197,20 @@ func redact(s string) string {
 		return "(unparseable url)"
 	}
 	return u.Redacted()
+}
+
+// MigrateTo brings the database behind conn to version of tokend's own
+// schema and no further: for tests of an upgrade from an older schema.
+func MigrateTo(tb testing.TB, conn *pgx.Conn, version int32) {
+	tb.Helper()
+	m, err := migrate.NewMigrator(tb.Context(), conn, migrations.VersionTable)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := m.LoadMigrations(migrations.Schema.Files); err != nil {
+		tb.Fatal(err)
+	}
+	if err := m.MigrateTo(tb.Context(), version); err != nil {
+		tb.Fatal(err)
+	}
 }
