@@ -16,3 +16,9 @@ func SendWithoutRecording(ctx context.Context, d *Dispatcher) (int, error) {
 	}
 	return len(cs), err
 }
+
+// Statements for plan tests.
+var (
+	FanOutSQL = fanOutSQL
+	ClaimSQL  = claimSQL
+)

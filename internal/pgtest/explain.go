@@ -16,8 +16,9 @@ var PlanModes = []string{"force_custom_plan", "force_generic_plan"}
 
 // Explain prepares statement on one of pool's connections under
 // plan_cache_mode mode, runs it with args (SQL literals, as EXECUTE takes
-// them) under EXPLAIN ANALYZE, and answers how many rows its scans read
-// (passed on or removed by a filter) and how many rows it returned.
+// them; empty for none) under EXPLAIN ANALYZE, and answers how many rows
+// its scans read (passed on or removed by a filter) and how many rows it
+// returned.
 func Explain(tb testing.TB, pool *pgxpool.Pool, mode, statement, args string) (read, returned int) {
 	tb.Helper()
 	ctx := context.Background()
@@ -33,8 +34,12 @@ func Explain(tb testing.TB, pool *pgxpool.Pool, mode, statement, args string) (r
 	}
 	// The connection goes back to the pool, for the next case.
 	defer conn.Exec(ctx, "DEALLOCATE explained; RESET plan_cache_mode") //nolint:errcheck
+	execute := "EXECUTE explained"
+	if args != "" {
+		execute += "(" + args + ")"
+	}
 	var out []byte
-	if err := conn.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE explained("+args+")").Scan(&out); err != nil {
+	if err := conn.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+execute).Scan(&out); err != nil {
 		tb.Fatal(err)
 	}
 	var plans []struct{ Plan planNode }
@@ -45,18 +50,20 @@ func Explain(tb testing.TB, pool *pgxpool.Pool, mode, statement, args string) (r
 }
 
 type planNode struct {
-	Type    string     `json:"Node Type"`
-	Rows    int        `json:"Actual Rows"`
-	Loops   int        `json:"Actual Loops"`
-	Removed int        `json:"Rows Removed by Filter"`
-	Plans   []planNode `json:"Plans"`
+	Type     string     `json:"Node Type"`
+	Relation string     `json:"Relation Name"`
+	Rows     int        `json:"Actual Rows"`
+	Loops    int        `json:"Actual Loops"`
+	Removed  int        `json:"Rows Removed by Filter"`
+	Plans    []planNode `json:"Plans"`
 }
 
-// read sums the rows the scans under n read: those they passed on and those
-// their filters removed.
+// read sums the rows the scans of tables and indexes under n read: those
+// they passed on and those their filters removed. A scan of a CTE's or a
+// subquery's rows reads no table and is not counted.
 func (n planNode) read() int {
 	r := 0
-	if strings.HasSuffix(n.Type, "Scan") {
+	if strings.HasSuffix(n.Type, "Scan") && n.Relation != "" {
 		r = (n.Rows + n.Removed) * max(n.Loops, 1)
 	}
 	for _, c := range n.Plans {
