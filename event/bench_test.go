@@ -10,6 +10,7 @@ import (
 
 	"github.com/tokend/tokend/event"
 	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/tokentest"
 )
 
 // benchSizes are the feed sizes the benchmarks run at: 10^4 and 10^5 by
@@ -38,24 +39,7 @@ func BenchmarkFeed(b *testing.B) {
 	for _, n := range benchSizes() {
 		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
 			pool := pgtest.NewPool(b)
-			if _, err := pool.Exec(ctx, `
-				INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation)
-				SELECT 't', 'tok_' || g, 'pay', 'alice', 'bench', 'spend', 'issued', 'consumed', 0
-				FROM generate_series(1, $1::bigint) g`, n); err != nil {
-				b.Fatal(err)
-			}
-			for {
-				k, err := event.Position(ctx, pool, "t")
-				if err != nil {
-					b.Fatal(err)
-				}
-				if k == 0 {
-					break
-				}
-			}
-			if _, err := pool.Exec(ctx, `VACUUM ANALYZE token_events, event_positions`); err != nil {
-				b.Fatal(err)
-			}
+			tokentest.Trail(b, pool, "t", n)
 			b.Run("read", func(b *testing.B) {
 				for b.Loop() {
 					page, err := event.Read(ctx, pool, "t", int64(n-100), 100)

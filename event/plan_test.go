@@ -7,6 +7,7 @@ import (
 
 	"github.com/tokend/tokend/event"
 	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/tokentest"
 )
 
 // TestFeedStatementsWalkOnlyWhatTheyNeed: on a one-tenant trail of 20,000
@@ -19,22 +20,7 @@ func TestFeedStatementsWalkOnlyWhatTheyNeed(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	const n = 20000
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation)
-		SELECT 't', 'tok_' || g, 'pay', 'alice', 'test', 'spend', 'issued', 'consumed', 1
-		FROM generate_series(1, $1::int) g`, n); err != nil {
-		t.Fatal(err)
-	}
-	for positioned := int64(0); positioned < n; {
-		k, err := event.Position(ctx, pool, "t")
-		if err != nil {
-			t.Fatal(err)
-		}
-		positioned += k
-	}
-	if _, err := pool.Exec(ctx, `VACUUM ANALYZE token_events, event_positions, event_feed_heads`); err != nil {
-		t.Fatal(err)
-	}
+	tokentest.Trail(t, pool, "t", n)
 	var xid string
 	var seq int64
 	if err := pool.QueryRow(ctx, `SELECT xid::text, seq FROM event_feed_heads WHERE tenant_id = 't'`).Scan(&xid, &seq); err != nil {

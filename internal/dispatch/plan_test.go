@@ -4,9 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/tokend/tokend/event"
 	"github.com/tokend/tokend/internal/dispatch"
 	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/tokentest"
 )
 
 // TestDispatchStatementsWalkOnlyWhatTheyNeed: with an endpoint 100 events
@@ -19,25 +19,13 @@ func TestDispatchStatementsWalkOnlyWhatTheyNeed(t *testing.T) {
 	const n, behind = 20000, 100
 	for _, mode := range pgtest.PlanModes {
 		pool := pgtest.NewPool(t)
-		if _, err := pool.Exec(ctx, `
-			INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation)
-			SELECT 't', 'tok_' || g, 'pay', 'alice', 'test', 'spend', 'issued', 'consumed', 1
-			FROM generate_series(1, $1::int) g`, n); err != nil {
-			t.Fatal(err)
-		}
-		for positioned := int64(0); positioned < n; {
-			k, err := event.Position(ctx, pool, "t")
-			if err != nil {
-				t.Fatal(err)
-			}
-			positioned += k
-		}
+		tokentest.Trail(t, pool, "t", n)
 		if _, err := pool.Exec(ctx, `
 			INSERT INTO webhook_endpoints (tenant_id, id, url, secret_nonce, secret_key_id, feed_pos)
 			VALUES ('t', 'whe_1', 'http://127.0.0.1:1/', '\x00', 'k1', $1)`, n-behind); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := pool.Exec(ctx, `VACUUM ANALYZE token_events, event_positions, webhook_endpoints`); err != nil {
+		if _, err := pool.Exec(ctx, `VACUUM ANALYZE webhook_endpoints`); err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range []struct {
