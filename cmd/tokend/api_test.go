@@ -13,7 +13,7 @@ import (
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/internal/dispatch"
 	"github.com/tokend/tokend/internal/pgtest"
-	"github.com/tokend/tokend/token"
+	"github.com/tokend/tokend/internal/tokentest"
 )
 
 // The demo app, where anyone may sign in and have tokens issued, is served
@@ -21,11 +21,7 @@ import (
 func TestDemoOnlyWhenTurnedOn(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
-	secret := strings.Repeat("k", 40)
-	keys, err := token.NewKeyring(secret)
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys := tokentest.Keys(t)
 	handlers := consume.NewRegistry()
 	ledger.Register(handlers)
 	spender, err := consume.New(consume.Config{Handlers: handlers, Keys: keys})
@@ -51,7 +47,7 @@ func TestDemoOnlyWhenTurnedOn(t *testing.T) {
 			if err := parseFlags("serve", tt.args, func(k string) string { return tt.env[k] }, io.Discard, cfg.bind); err != nil {
 				t.Fatal(err)
 			}
-			cfg.SecretKey = secret
+			cfg.SecretKey = tokentest.ServerKey
 			hooks, err := dispatch.New(dispatch.Config{Pool: pool, Keys: keys})
 			if err != nil {
 				t.Fatal(err)
