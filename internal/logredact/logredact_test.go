@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 const (
@@ -68,6 +70,11 @@ func TestHandler(t *testing.T) {
 			func() { log.With("authorization", "Bearer "+apiKey).Info("with") },
 			func() { log.WithGroup("g").With("q", "token="+tokenSecret).Info("group") },
 			func() { log.Info("key as attribute name", tokenSecret, 1) },
+			// Past a record's five inline attributes, as in an access log line.
+			func() { log.Info("request", accessAttrs("/v1/tokens/"+tokenSecret)...) },
+			func() {
+				log.LogAttrs(t.Context(), slog.LevelInfo, "request", slog.String("route", "/x"), slog.Any("v", stringer{apiKey}))
+			},
 		}
 		for i, call := range calls {
 			buf.Reset()
@@ -95,5 +102,32 @@ func TestHandlerKeepsOtherValues(t *testing.T) {
 	h := New(slog.NewJSONHandler(&buf, nil))
 	if New(h) != h {
 		t.Error("New wrapped a Handler in another")
+	}
+}
+
+// accessAttrs are the attributes of an access log line for path.
+func accessAttrs(path string) []any {
+	return []any{"request_id", "5f0c1e7a9b3d4c2e8f6a1b0c9d8e7f6a", "method", "POST", "route", "/v1/tokens/:id",
+		"status", 200, "bytes", 112, "duration", 3 * time.Millisecond, "tenant", "acme", "key_id", "key_3u424noljthjbb35tqnkek98oc", "path", path}
+}
+
+// BenchmarkAccessLine: an access log line with nothing to redact, through the
+// Handler and without it.
+func BenchmarkAccessLine(b *testing.B) {
+	attrs := accessAttrs("/v1/tokens/consume")
+	for _, bm := range []struct {
+		name string
+		h    slog.Handler
+	}{
+		{"redacting", New(slog.NewJSONHandler(io.Discard, nil))},
+		{"bare", slog.NewJSONHandler(io.Discard, nil)},
+	} {
+		b.Run(bm.name, func(b *testing.B) {
+			log := slog.New(bm.h)
+			b.ReportAllocs()
+			for b.Loop() {
+				log.Info("request", attrs...)
+			}
+		})
 	}
 }
