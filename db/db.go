@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // DBTX is a pool, a connection or a transaction.
@@ -36,3 +37,16 @@ func RowError(err, missing error, what string) error {
 // NoRow reports whether err says a read of one row found none, for reads
 // where that is no error.
 func NoRow(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+// ConnConfig parses url, a pool's URL as pgxpool takes it, for a connection
+// of its own: the pool's settings in it (pool_max_conns, pool_min_conns, ...)
+// are left out. pgx alone would send them to Postgres as run-time
+// parameters, which it refuses, so a URL that serves the pool could not
+// migrate.
+func ConnConfig(url string) (*pgx.ConnConfig, error) {
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	return pc.ConnConfig, nil
+}

@@ -3,6 +3,7 @@ package db_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -40,5 +41,23 @@ func TestRowError(t *testing.T) {
 				t.Errorf("RowError's answer %v still reads as pgx's no rows", got)
 			}
 		})
+	}
+}
+
+func TestConnConfigLeavesPoolSettingsOut(t *testing.T) {
+	cc, err := db.ConnConfig("postgres://u@127.0.0.1:5432/d?pool_max_conns=3&pool_min_conns=1&application_name=tokend&sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range cc.RuntimeParams {
+		if strings.HasPrefix(k, "pool_") {
+			t.Errorf("run-time parameter %q would be sent to Postgres, which refuses it", k)
+		}
+	}
+	if got := cc.RuntimeParams["application_name"]; got != "tokend" {
+		t.Errorf("application_name = %q, want the URL's tokend kept", got)
+	}
+	if _, err := db.ConnConfig("postgres://u@h/d?pool_max_conns=lots"); err == nil {
+		t.Error("a malformed pool setting was accepted")
 	}
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/tern/v2/migrate"
+
+	"github.com/tokend/tokend/db"
 )
 
 //go:embed *.sql
@@ -97,7 +99,11 @@ func ApplyURL(ctx context.Context, url string) error {
 // Set.Apply does. The sets are applied in order, on one connection; none
 // given means tokend's schema alone.
 func ApplyURLCount(ctx context.Context, url string, sets ...Set) (applied int, err error) {
-	conn, err := pgx.Connect(ctx, url)
+	cc, err := db.ConnConfig(url)
+	if err != nil {
+		return 0, fmt.Errorf("migrations: %w", err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return 0, fmt.Errorf("migrations: connect: %w", err)
 	}

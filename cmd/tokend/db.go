@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/migrations"
 )
@@ -47,7 +48,7 @@ func (c dbConfig) execMode() pgx.QueryExecMode {
 
 // connect opens one connection to the database, for the short commands.
 func (c dbConfig) connect(ctx context.Context) (*pgx.Conn, error) {
-	cc, err := pgx.ParseConfig(c.DatabaseURL)
+	cc, err := db.ConnConfig(c.DatabaseURL)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +60,7 @@ func (c dbConfig) connect(ctx context.Context) (*pgx.Conn, error) {
 // most MigrationLockTimeout for a lock another process holds, and says how
 // many migrations it applied.
 func (c dbConfig) applyMigrations(ctx context.Context) (int, error) {
-	cc, err := pgx.ParseConfig(c.sessionURL())
+	cc, err := db.ConnConfig(c.sessionURL())
 	if err != nil {
 		return 0, fmt.Errorf("migrations: %w", err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -10,8 +11,39 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/proctest"
 	"github.com/tokend/tokend/migrations"
 )
+
+// TestPoolSettingsInTheURL: the pool's settings in TOKEND_DATABASE_URL, as
+// docs/deploy.md advises (pool_max_conns), size the pool and break nothing
+// else: migrate, the short commands and serve's own sessions (migrations,
+// LISTEN) connect with the same URL. Each used to fail at connect, Postgres
+// refusing "pool_max_conns" as a run-time parameter.
+func TestPoolSettingsInTheURL(t *testing.T) {
+	t.Parallel()
+	u, err := url.Parse(pgtest.NewURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("pool_max_conns", "3")
+	q.Set("pool_min_conns", "1")
+	u.RawQuery = q.Encode()
+	dbURL := u.String()
+
+	env := map[string]string{"TOKEND_DATABASE_URL": dbURL}
+	for _, args := range [][]string{{"migrate"}, {"keys", "create", "--tenant", "acme", "--role", "client"}} {
+		var stdout, stderr bytes.Buffer
+		if code := run(t.Context(), args, func(k string) string { return env[k] }, &stdout, &stderr); code != 0 {
+			t.Fatalf("tokend %s with pool settings in the URL: exit %d, %s", strings.Join(args, " "), code, stderr.String())
+		}
+	}
+	srv := proctest.Start(t, proctest.Options{DatabaseURL: dbURL}) // waits for /healthz
+	if logs := srv.Logs(); !strings.Contains(logs, `"max_db_conns":3`) {
+		t.Fatalf("serve did not size its pool from pool_max_conns:\n%s", logs)
+	}
+}
 
 // TestMigrateGivesUpOnAHeldLock: while another session holds a lock the
 // migration needs (here the version table, as a crashed migrator's
