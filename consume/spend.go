@@ -239,22 +239,18 @@ func (s *Spender) Spend(ctx context.Context, pool *pgxpool.Pool, req Request) (R
 	return resp, err
 }
 
-// queueLock queues the statements that lock req's token: the wait bound
-// (for this transaction only) and the locking read, sent in one round trip.
+// queueLock queues the locking read of req's token, with the wait bound
+// (for this transaction only) when there is one.
 func (s *Spender) queueLock(b *pgx.Batch, req Request) {
 	if s.lockWait != "" {
-		b.Queue(store.SetLockTimeoutSQL, s.lockWait)
+		b.Queue(store.LockBoundedSQL, req.Tenant, req.Secret.Hash(), s.lockWait)
+		return
 	}
 	b.Queue(store.LockSQL, req.Tenant, req.Secret.Hash())
 }
 
-// scanLock reads the results of queueLock's statements.
+// scanLock reads the result of queueLock's statement.
 func (s *Spender) scanLock(br pgx.BatchResults) (*locked, error) {
-	if s.lockWait != "" {
-		if _, err := br.Exec(); err != nil {
-			return nil, fmt.Errorf("consume: set lock wait: %w", err)
-		}
-	}
 	t := &locked{}
 	p := &t.policy
 	err := br.QueryRow().Scan(&t.id, &t.operation, &t.subject, &t.keyID, &t.state, &t.generation, &t.digest, &t.expired,

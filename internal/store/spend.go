@@ -1,14 +1,23 @@
 package store
 
-// SetLockTimeoutSQL bounds, for the rest of the transaction, how long a
-// spend waits for a token another spend holds.
-const SetLockTimeoutSQL = `SELECT set_config('lock_timeout', $1, true)`
-
 // LockSQL reads a token by its secret hash under a row lock, with the policy
 // it was issued under (never its operation's current one, which may have
 // been redeclared or deleted since). Expiry and lease end are judged by the
 // database clock.
-const LockSQL = `
+const LockSQL = lockColumns + `
+FOR UPDATE`
+
+// LockBoundedSQL is LockSQL that first bounds, for the rest of the
+// transaction, how long it and later statements wait for a lock ($3, in
+// lock_timeout's milliseconds). The bound is an uncorrelated subquery, which
+// Postgres evaluates once, before the scan and so before the row lock: one
+// statement instead of a set_config of its own, a round of parsing and
+// answering less per spend on both sides.
+const LockBoundedSQL = lockColumns + `
+  AND (SELECT set_config('lock_timeout', $3, true)) IS NOT NULL
+FOR UPDATE`
+
+const lockColumns = `
 SELECT id, operation, subject, secret_key_id, state, generation, payload_digest,
        expires_at <= now(),
        result_status, result_body, operation_id,
@@ -16,8 +25,7 @@ SELECT id, operation, subject, secret_key_id, state, generation, payload_digest,
        ceil(extract(epoch FROM lease_expires_at - now()))::integer,
        mode, on_lease_expiry, lease_seconds, ignored_fields
 FROM tokens
-WHERE tenant_id = $1 AND secret_hash = $2
-FOR UPDATE`
+WHERE tenant_id = $1 AND secret_hash = $2`
 
 // ReportStateSQL tells why a report changed nothing: the token's standing,
 // whether it was ever leased (the first lease sets operation_id, and nothing

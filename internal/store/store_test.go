@@ -43,7 +43,7 @@ func TestEveryTransitionRecordsItsEvent(t *testing.T) {
 		"lock state": store.LockStateSQL, "delete events": store.DeleteEvents.All, "delete events, one tenant": store.DeleteEvents.Tenant,
 		"delete deliveries": store.DeleteDeliveries.All, "delete deliveries, one tenant": store.DeleteDeliveries.Tenant,
 		"unresolved": store.UnresolvedSQL, "unresolved, one tenant": store.UnresolvedTenantSQL, "try lock": store.TryLockSQL,
-		"lock timeout": store.SetLockTimeoutSQL,
+		"bounded lock": store.LockBoundedSQL,
 	} {
 		if strings.Contains(sql, "token_events (") {
 			t.Errorf("%s writes an event", name)
