@@ -38,6 +38,8 @@
 //	-redis URL        the Redis the cached instance uses, to check that it
 //	                  really caches (keys appear after lookups)
 //	-cache-note TEXT  why the cached column is pending, when the caller knows
+//	-note TEXT        a line for the report's notes, e.g. how the caller set
+//	                  tokend up (repeatable)
 //	-c LIST           concurrencies (default 1,8,32,128)
 //	-duration D       length of each timed run, whole seconds (default 3s)
 //	-repeats N        repeats of every run; the report shows medians (default 3)
@@ -100,6 +102,7 @@ type Config struct {
 	cachedPID int
 	redis     string
 	cacheNote string
+	notes     []string
 	migrate   bool
 	benchDir  string
 	out       string
@@ -156,6 +159,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.StringVar(&cfg.PprofURL, "pprof-url", "", "base URL of the -url tokend's debug listener (TOKEND_DEBUG_LISTEN), for CPU profiles; empty: none")
 	fs.StringVar(&cfg.redis, "redis", "", "Redis URL the cached tokend uses, to check that it caches")
 	fs.StringVar(&cfg.cacheNote, "cache-note", "", "why the cached column is pending, when the caller knows")
+	fs.Func("note", "a line for the report's notes, e.g. how tokend was set up (repeatable)", func(s string) error {
+		cfg.notes = append(cfg.notes, s)
+		return nil
+	})
 	fs.StringVar(&conc, "c", defaultConcurrency, "comma-separated concurrencies")
 	fs.DurationVar(&duration, "duration", defaultDuration, "length of each timed run, whole seconds")
 	fs.IntVar(&cfg.Repeats, "repeats", defaultRepeats, "repeats of every run; medians are reported")

@@ -22,6 +22,31 @@ func procCPU(pid int) (time.Duration, error) {
 	return time.Duration(math.Round(st.CPUTime() * float64(time.Second))), nil
 }
 
+// machineCPU returns the CPU time all processes of the machine have used
+// since boot, over all CPUs: everything but idle and I/O wait.
+func machineCPU() (time.Duration, error) {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return 0, err
+	}
+	st, err := fs.Stat()
+	if err != nil {
+		return 0, err
+	}
+	c := st.CPUTotal
+	busy := c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal
+	return time.Duration(math.Round(busy * float64(time.Second))), nil
+}
+
+// perOp is the CPU time between two readings per operation, in
+// microseconds; zero when either reading failed or nothing was done.
+func perOp(t0, t1 time.Duration, err0, err1 error, ops int64) float64 {
+	if err0 != nil || err1 != nil || ops <= 0 || t1 < t0 {
+		return 0
+	}
+	return float64((t1-t0)/time.Microsecond) / float64(ops)
+}
+
 // resetPeakRSS resets VmHWM of pid to its current RSS (Linux 4.0 and later).
 // procfs only reads /proc, so this writes clear_refs itself.
 func resetPeakRSS(pid int) error {

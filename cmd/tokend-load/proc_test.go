@@ -33,6 +33,31 @@ func TestProcSelf(t *testing.T) {
 		t.Fatalf("CPU time did not grow: %v then %v", cpu0, cpu1)
 	}
 
+	// The machine's CPU time includes this process's.
+	m0, err := machineCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c0, _ := procCPU(pid)
+	for c1 := c0; c1 <= c0 && time.Now().Before(deadline.Add(5*time.Second)); c1, _ = procCPU(pid) {
+		for i := range 1_000_000 {
+			sink = sink*31 + i
+		}
+	}
+	m1, err := machineCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m1 <= m0 {
+		t.Fatalf("the machine's CPU time did not grow while this process used CPU: %v then %v", m0, m1)
+	}
+	if got := perOp(m0, m0+time.Second, nil, nil, 4); got != 250_000 {
+		t.Errorf("perOp of 1s over 4 ops = %v µs, want 250000", got)
+	}
+	if got := perOp(m0, m1, nil, os.ErrNotExist, 4); got != 0 {
+		t.Errorf("perOp with a failed reading = %v, want 0", got)
+	}
+
 	if err := resetPeakRSS(pid); err != nil {
 		t.Logf("clear_refs: %v (peak RSS is then since start)", err)
 	}

@@ -59,7 +59,13 @@ type Run struct {
 	// CPUPerOp is tokend's CPU time (user+system) per answered request, in
 	// microseconds: less noisy than tps on a shared machine.
 	CPUPerOp float64 `json:"tokend_cpu_us_per_op,omitempty"`
-	Note     string  `json:"note,omitempty"`
+	// MachinePerOp is the CPU time of the whole machine (Postgres, the
+	// client, tokend, everything else) per answered request or
+	// transaction, in microseconds. When the CPUs are what runs out, tps
+	// is CPUs / MachinePerOp, so the limit's and tokend's MachinePerOp
+	// bound the ratio between them.
+	MachinePerOp float64 `json:"machine_cpu_us_per_op,omitempty"`
+	Note         string  `json:"note,omitempty"`
 }
 
 // Row summarises the repeats of one scenario: medians, and the ratio of the
@@ -86,9 +92,10 @@ type Row struct {
 	// (the highest, when repeats differ).
 	LimitC int `json:"limit_c,omitempty"`
 	// RowsAtStart is the median size of tokens when the growth runs started.
-	RowsAtStart int64   `json:"rows_at_start,omitempty"`
-	CPUPerOp    float64 `json:"tokend_cpu_us_per_op,omitempty"`
-	Note        string  `json:"note,omitempty"`
+	RowsAtStart  int64   `json:"rows_at_start,omitempty"`
+	CPUPerOp     float64 `json:"tokend_cpu_us_per_op,omitempty"`
+	MachinePerOp float64 `json:"machine_cpu_us_per_op,omitempty"`
+	Note         string  `json:"note,omitempty"`
 }
 
 // RSS is tokend's memory under load.
@@ -182,7 +189,7 @@ func summarize(runs []Run) []Row {
 	rows := make([]Row, 0, len(order))
 	for _, k := range order {
 		g := groups[k]
-		var tps, p50, p99, ratios, limitTPS, cpu, rowsAt []float64
+		var tps, p50, p99, ratios, limitTPS, cpu, machine, rowsAt []float64
 		row := Row{Phase: k.phase, Op: k.op, Side: k.side, TableRows: k.rows, C: k.c, Repeats: len(g)}
 		var notes []string
 		for _, r := range g {
@@ -193,6 +200,9 @@ func summarize(runs []Run) []Row {
 			row.Clients = max(row.Clients, r.Clients)
 			if r.CPUPerOp > 0 {
 				cpu = append(cpu, r.CPUPerOp)
+			}
+			if r.MachinePerOp > 0 {
+				machine = append(machine, r.MachinePerOp)
 			}
 			if r.RowsAtStart > 0 {
 				rowsAt = append(rowsAt, float64(r.RowsAtStart))
@@ -211,6 +221,7 @@ func summarize(runs []Run) []Row {
 		}
 		row.TPS, row.P50, row.P99 = median(tps), median(p50), median(p99)
 		row.Ratio, row.LimitTPS, row.CPUPerOp = median(ratios), median(limitTPS), median(cpu)
+		row.MachinePerOp = median(machine)
 		row.RowsAtStart = int64(median(rowsAt))
 		row.Note = strings.Join(notes, "; ")
 		rows = append(rows, row)
@@ -277,13 +288,13 @@ func writeTable(w io.Writer, res *Results) error {
 	}
 	// Right-aligned numbers; names padded to one width stay left-aligned.
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\tC\tclients\ttps\tp50 ms\tp99 ms\tvs limit\tlimit C\tcpu µs/op\terrors\t\n", width, "scenario")
+	fmt.Fprintf(tw, "%-*s\tC\tclients\ttps\tp50 ms\tp99 ms\tvs limit\tlimit C\tcpu µs/op\tmachine µs/op\terrors\t\n", width, "scenario")
 	phase := ""
 	for i, r := range res.Summary {
 		if r.Phase != phase {
 			phase = r.Phase
 			if phase == phaseGrowth {
-				fmt.Fprintf(tw, "%-*s\t\t\t\t\t\t\t\t\t\t\n", width, "growth: spend with more stored tokens")
+				fmt.Fprintf(tw, "%-*s\t\t\t\t\t\t\t\t\t\t\t\n", width, "growth: spend with more stored tokens")
 			}
 		}
 		name := fmt.Sprintf("%-*s", width, names[i])
@@ -291,12 +302,15 @@ func writeTable(w io.Writer, res *Results) error {
 		if r.Side != sideLimit && r.Ratio > 0 {
 			ratio, limitC = fmt.Sprintf("%.2f", r.Ratio), strconv.Itoa(r.LimitC)
 		}
-		cpu := "-"
+		cpu, machine := "-", "-"
 		if r.CPUPerOp > 0 {
 			cpu = fmt.Sprintf("%.0f", r.CPUPerOp)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.2f\t%.2f\t%s\t%s\t%s\t%d\t\n",
-			name, r.C, r.Clients, r.TPS, r.P50, r.P99, ratio, limitC, cpu, r.Errors)
+		if r.MachinePerOp > 0 {
+			machine = fmt.Sprintf("%.0f", r.MachinePerOp)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%d\t\n",
+			name, r.C, r.Clients, r.TPS, r.P50, r.P99, ratio, limitC, cpu, machine, r.Errors)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -307,6 +321,9 @@ func writeTable(w io.Writer, res *Results) error {
 	fmt.Fprintf(w, "medians of %d repeat(s) of %ds; vs limit = median over repeats of tps / the best limit tps of the same repeat at a concurrency up to C (limit C: where it was best)\n",
 		res.Config.Repeats, res.Config.DurationSeconds)
 	if line := lookupRatioLine(lookupRatios(res.Runs), res.Cache); line != "" {
+		fmt.Fprintln(w, line)
+	}
+	for _, line := range cpuBoundLines(res.Summary) {
 		fmt.Fprintln(w, line)
 	}
 	if line := growthRatioLine(growthRatio(res.Summary)); line != "" {
@@ -508,4 +525,32 @@ func readResults(path string) (*Results, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &res, nil
+}
+
+// cpuBoundLines say, for each issue and spend concurrency of the matrix,
+// what the machine's CPU allows: when the CPUs run out in both runs, tps is
+// CPUs / machine µs per op, so tokend's ratio to the limit is at most the
+// limit's machine µs/op over tokend's, and a tokend costing no CPU at all
+// would still reach only the limit's over (tokend's − tokend's own).
+func cpuBoundLines(rows []Row) []string {
+	var lines []string
+	for _, t := range rows {
+		if t.Phase != phaseMatrix || t.Side != sideTokend || (t.Op != opIssue && t.Op != opSpend) || t.MachinePerOp <= 0 {
+			continue
+		}
+		i := slices.IndexFunc(rows, func(l Row) bool {
+			return l.Phase == t.Phase && l.Op == t.Op && l.Side == sideLimit && l.C == t.LimitC && l.MachinePerOp > 0
+		})
+		if i < 0 {
+			continue
+		}
+		l := rows[i]
+		line := fmt.Sprintf("machine CPU per %s at C=%d: limit (C=%d) %.0f µs, tokend %.0f µs, of which tokend's own %.0f: a CPU-bound ratio of at most %.2f",
+			t.Op, t.C, l.C, l.MachinePerOp, t.MachinePerOp, t.CPUPerOp, l.MachinePerOp/t.MachinePerOp)
+		if rest := t.MachinePerOp - t.CPUPerOp; t.CPUPerOp > 0 && rest > 0 {
+			line += fmt.Sprintf(", %.2f if tokend used no CPU", l.MachinePerOp/rest)
+		}
+		lines = append(lines, line)
+	}
+	return lines
 }

@@ -18,8 +18,8 @@ func sampleResults() *Results {
 			f := float64(c * rep)
 			for _, op := range []string{opIssue, opSpend, opLookup} {
 				runs = append(runs,
-					Run{Phase: phaseMatrix, Op: op, Side: sideLimit, C: c, Clients: c, Repeat: rep, TPS: 1000 * f, P50: 1, P99: 2},
-					Run{Phase: phaseMatrix, Op: op, Side: sideTokend, C: c, Clients: c, Repeat: rep, TPS: 500 * f, P50: 2, P99: 4, CPUPerOp: 100})
+					Run{Phase: phaseMatrix, Op: op, Side: sideLimit, C: c, Clients: c, Repeat: rep, TPS: 1000 * f, P50: 1, P99: 2, MachinePerOp: 300},
+					Run{Phase: phaseMatrix, Op: op, Side: sideTokend, C: c, Clients: c, Repeat: rep, TPS: 500 * f, P50: 2, P99: 4, CPUPerOp: 100, MachinePerOp: 600})
 				if op == opLookup {
 					runs = append(runs,
 						Run{Phase: phaseMatrix, Op: op, Side: sideCached, C: c, Clients: c, Repeat: rep, TPS: 2000 * f, P50: 0.5, P99: 1},
@@ -186,7 +186,10 @@ func TestWriteFiles(t *testing.T) {
 	txt, _ := os.ReadFile(filepath.Join(dir, "results.txt"))
 	for _, want := range []string{"spend limit (pgbench)", "lookup tokend+redis", "lookup tokend, no lookup (ceiling)", "0.50", "fsync=on", "40.0 MiB", "10^7",
 		"lookup: cached/uncached 4.00 4.00 4.00 (C=1,8,32); no-lookup ceiling/uncached 2.00 2.00 2.00 (C=1,8,32)",
-		"growth: spend tps @10^7 / @10^4 stored tokens: tokend 0.80"} {
+		"growth: spend tps @10^7 / @10^4 stored tokens: tokend 0.80",
+		"machine µs/op",
+		"machine CPU per spend at C=32: limit (C=32) 300 µs, tokend 600 µs, of which tokend's own 100: a CPU-bound ratio of at most 0.50, 0.60 if tokend used no CPU",
+		"machine CPU per issue at C=8: limit (C=8) 300 µs"} {
 		if !bytes.Contains(txt, []byte(want)) {
 			t.Errorf("results.txt lacks %q:\n%s", want, txt)
 		}
@@ -220,11 +223,12 @@ func TestParseFlags(t *testing.T) {
 		cfg.key != "k" || cfg.db != "postgres://x/y" || cfg.URL != "http://h" || cfg.PprofURL != "http://h:6060" || len(cfg.Ops) != 3 {
 		t.Fatalf("quick config: %+v", cfg)
 	}
-	cfg, err = parseFlags([]string{"-quick", "-repeats", "2", "-growth", "", "-ops", "spend,issue", "-pgbench", "/bin/true", "-psql", "/bin/true"}, env, &stderr)
+	cfg, err = parseFlags([]string{"-quick", "-repeats", "2", "-growth", "", "-ops", "spend,issue", "-pgbench", "/bin/true", "-psql", "/bin/true",
+		"-note", "pool_max_conns=32", "-note", "second"}, env, &stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Repeats != 2 || len(cfg.GrowthRows) != 0 || strings.Join(cfg.Ops, ",") != "issue,spend" {
+	if cfg.Repeats != 2 || len(cfg.GrowthRows) != 0 || strings.Join(cfg.Ops, ",") != "issue,spend" || strings.Join(cfg.notes, "|") != "pool_max_conns=32|second" {
 		t.Fatalf("explicit flags must win over -quick: %+v", cfg)
 	}
 	for _, bad := range [][]string{

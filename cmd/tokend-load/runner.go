@@ -84,7 +84,7 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		log:     stderr,
 		bestTPS: map[string]float64{},
 		warmed:  map[string]int{},
-		res:     &Results{Started: time.Now().UTC(), Config: cfg, CPUs: runtime.NumCPU()},
+		res:     &Results{Started: time.Now().UTC(), Config: cfg, CPUs: runtime.NumCPU(), Notes: slices.Clone(cfg.notes)},
 	}
 	if cfg.URL != "" {
 		b.svc = &target{base: cfg.URL, key: cfg.key}
@@ -232,6 +232,7 @@ func (b *bench) limit(ctx context.Context, phase, op string, c, rep int, tableRo
 		vars["pool"] = strconv.FormatInt(b.limitKeys, 10)
 	}
 	rowsAtStart := b.rowsNow(ctx, phase)
+	m0, mErr0 := machineCPU()
 	r, err := b.pgb.run(ctx, limitScript[op], clients, secs, vars)
 	if err == nil && r.Aborted && op == opSpend {
 		// Most likely the pool ran dry: load twice what the run got through and retry once.
@@ -240,10 +241,12 @@ func (b *bench) limit(ctx context.Context, phase, op string, c, rep int, tableRo
 			b.logf("limit spend ran out of tokens at %d; loading more and retrying", used)
 			b.bestTPS[sideLimit] = max(b.bestTPS[sideLimit], 2*float64(used)/float64(secs))
 			if err = b.ensureLimitKeys(ctx, b.need(sideLimit, guessLimitTPS, clients)); err == nil {
+				m0, mErr0 = machineCPU()
 				r, err = b.pgb.run(ctx, limitScript[op], clients, secs, vars)
 			}
 		}
 	}
+	m1, mErr1 := machineCPU()
 	if err != nil {
 		return err
 	}
@@ -251,6 +254,7 @@ func (b *bench) limit(ctx context.Context, phase, op string, c, rep int, tableRo
 		Phase: phase, Op: op, Side: sideLimit, TableRows: tableRows, C: c, Clients: clients, Repeat: rep,
 		TPS: r.TPS, P50: ms(percentile(r.Latencies, 0.50)), P99: ms(percentile(r.Latencies, 0.99)),
 		OK: r.Processed, Errors: r.Failed, Elapsed: float64(secs), RowsAtStart: rowsAtStart,
+		MachinePerOp: perOp(m0, m1, mErr0, mErr1, r.Processed),
 	}
 	if r.Aborted {
 		run.Note = "pgbench aborted: " + r.Stderr
@@ -311,16 +315,19 @@ func (b *bench) service(ctx context.Context, phase, op, side string, tgt target,
 	}
 	rowsAtStart := b.rowsNow(ctx, phase)
 	cpu0, cpuErr := procCPU(pid)
+	m0, mErr0 := machineCPU()
 	r := runLoad(ctx, tgt, c, d, req)
+	m1, mErr1 := machineCPU()
 	cpu1, cpuErr1 := procCPU(pid)
 
 	run := Run{
 		Phase: phase, Op: op, Side: side, TableRows: tableRows, C: c, Clients: c, Repeat: rep,
 		TPS: r.TPS(), P50: ms(percentile(r.Latencies, 0.50)), P99: ms(percentile(r.Latencies, 0.99)),
 		OK: r.OK, Errors: r.Errors, Elapsed: r.Elapsed.Seconds(), RowsAtStart: rowsAtStart,
+		MachinePerOp: perOp(m0, m1, mErr0, mErr1, r.OK),
 	}
-	if pid > 0 && cpuErr == nil && cpuErr1 == nil && r.OK > 0 {
-		run.CPUPerOp = float64((cpu1-cpu0)/time.Microsecond) / float64(r.OK)
+	if pid > 0 {
+		run.CPUPerOp = perOp(cpu0, cpu1, cpuErr, cpuErr1, r.OK)
 	}
 	if r.Errors > 0 {
 		run.Note = "e.g. " + tail(r.FirstErr, 160)
