@@ -170,14 +170,17 @@ func decimal(s string) (neg bool, digits string, exp int64, ok bool) {
 // translate turns the decoder's errors into *Error. Any other error is
 // returned as it is.
 func translate(err error) error {
+	// Returned before the targets of errors.As are declared: they escape, so
+	// each would cost an allocation on every successful read.
+	if err == nil {
+		return nil
+	}
 	var (
 		own *Error
 		sem *json.SemanticError
 		syn *jsontext.SyntacticError
 	)
 	switch {
-	case err == nil:
-		return nil
 	case errors.As(err, &own):
 		if errors.As(err, &sem) {
 			// A type's UnmarshalJSON refused its value: report it from the root.
