@@ -20,17 +20,15 @@ import (
 	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/internal/redistest"
-	"github.com/tokend/tokend/token"
+	"github.com/tokend/tokend/internal/tokentest"
 )
 
-// BenchmarkGetToken reads one token over the API from Postgres and from the
-// Redis cache, in the same run, so the two figures compare.
-func BenchmarkGetToken(b *testing.B) {
+// benchConfig returns the configuration of a server for the benchmarks, on
+// a migrated database of its own with the ledger's handlers, and a client
+// key of tenant acme.
+func benchConfig(b *testing.B) (httpapi.Config, string) {
 	pool := pgtest.NewPool(b)
-	keyring, err := token.NewKeyring(strings.Repeat("s", token.MinKeyLen))
-	if err != nil {
-		b.Fatal(err)
-	}
+	keyring := tokentest.Keys(b)
 	spender, err := consume.New(consume.Config{Handlers: ledgerHandlers(), Keys: keyring})
 	if err != nil {
 		b.Fatal(err)
@@ -39,6 +37,13 @@ func BenchmarkGetToken(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return httpapi.Config{Pool: pool, Issuer: intent.NewIssuer(keyring, intent.WithHandlers(spender.Handlers())), Spender: spender}, key
+}
+
+// BenchmarkGetToken reads one token over the API from Postgres and from the
+// Redis cache, in the same run, so the two figures compare.
+func BenchmarkGetToken(b *testing.B) {
+	base, key := benchConfig(b)
 	c, err := cache.New(cache.Config{URL: redistest.URL(), Prefix: fmt.Sprintf("tokend-bench:%d:", time.Now().UnixNano())})
 	if err != nil {
 		b.Fatal(err)
@@ -49,7 +54,9 @@ func BenchmarkGetToken(b *testing.B) {
 		name  string
 		cache *cache.Cache
 	}{{"postgres", nil}, {"redis", c}} {
-		srv, err := httpapi.New(httpapi.Config{Pool: pool, Issuer: intent.NewIssuer(keyring, intent.WithHandlers(spender.Handlers())), Spender: spender, Cache: bc.cache, Logger: slog.New(slog.DiscardHandler)})
+		cfg := base
+		cfg.Cache, cfg.Logger = bc.cache, slog.New(slog.DiscardHandler)
+		srv, err := httpapi.New(cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -83,21 +90,9 @@ func BenchmarkGetToken(b *testing.B) {
 // the server's handler, with the access log written as JSON, as serve does:
 // what tokend's own code costs per request, without the network.
 func BenchmarkIssueAndSpend(b *testing.B) {
-	pool := pgtest.NewPool(b)
-	keyring, err := token.NewKeyring(strings.Repeat("s", token.MinKeyLen))
-	if err != nil {
-		b.Fatal(err)
-	}
-	spender, err := consume.New(consume.Config{Handlers: ledgerHandlers(), Keys: keyring})
-	if err != nil {
-		b.Fatal(err)
-	}
-	_, key, err := apikey.Create(context.Background(), pool, "acme", apikey.Client)
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv, err := httpapi.New(httpapi.Config{Pool: pool, Issuer: intent.NewIssuer(keyring, intent.WithHandlers(spender.Handlers())), Spender: spender,
-		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	cfg, key := benchConfig(b)
+	cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	srv, err := httpapi.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
