@@ -82,7 +82,7 @@ func (h *Handler) Enabled(ctx context.Context, level slog.Level) bool {
 
 // Handle passes on r with its message and attributes redacted. A record with
 // nothing that could hold a secret, as every access log line is, goes on as
-// it is: copying it cost a tenth of a request's CPU.
+// it is, without the copy and its allocations (BenchmarkAccessLine).
 func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 	if plain(r) {
 		return h.next.Handle(ctx, r)
