@@ -44,6 +44,7 @@ func sampleResults() *Results {
 		RSS:          &RSS{PID: 1, Op: opSpend, C: 32, HWMKB: 40960, Reset: true},
 		Cache:        "measured",
 		LookupRatios: lookupRatios(runs), GrowthRatio: growthRatio(summarize(runs)),
+		Notes: []string{"tokend's pool: pool_max_conns=32"},
 	}
 }
 
@@ -188,6 +189,7 @@ func TestWriteFiles(t *testing.T) {
 		"lookup: cached/uncached 4.00 4.00 4.00 (C=1,8,32); no-lookup ceiling/uncached 2.00 2.00 2.00 (C=1,8,32)",
 		"growth: spend tps @10^7 / @10^4 stored tokens: tokend 0.80",
 		"machine µs/op",
+		"note: tokend's pool: pool_max_conns=32",
 		"machine CPU per spend at C=32: limit (C=32) 300 µs, tokend 600 µs, of which tokend's own 100: a CPU-bound ratio of at most 0.50, 0.60 if tokend used no CPU",
 		"machine CPU per issue at C=8: limit (C=8) 300 µs"} {
 		if !bytes.Contains(txt, []byte(want)) {
