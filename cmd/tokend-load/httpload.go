@@ -2,11 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tokend/tokend/client"
+	"github.com/valyala/fasthttp"
 )
 
 // errExhausted ends a worker's loop: the workload has nothing left to do
@@ -96,9 +97,10 @@ func (p *tokenPool) reset() {
 	p.mu.Unlock()
 }
 
-// request performs one request of a workload with the worker's client and
-// random source. It returns errExhausted when there is nothing left to do.
-type request func(ctx context.Context, c *client.Client, rng *rand.Rand) error
+// request performs one request of a workload with the run's client and the
+// worker's random source. It returns errExhausted when there is nothing left
+// to do.
+type request func(ctx context.Context, a *api, rng *rand.Rand) error
 
 // loadResult is what one timed run of a workload measured.
 type loadResult struct {
@@ -118,36 +120,15 @@ func (r loadResult) TPS() float64 {
 	return float64(r.OK) / r.Elapsed.Seconds()
 }
 
-// newClient returns a keep-alive client for c concurrent workers against one
-// host. Each run gets its own, so runs do not share connections.
-func newClient(c int) (*http.Client, *http.Transport) {
-	tr := &http.Transport{
-		MaxIdleConns:        c + 8,
-		MaxIdleConnsPerHost: c + 8,
-		IdleConnTimeout:     30 * time.Second,
-		DisableCompression:  true,
-		ForceAttemptHTTP2:   false,
-	}
-	return &http.Client{Transport: tr, Timeout: 30 * time.Second}, tr
-}
-
-// newAPI returns a client of tgt over hc that sends each call once: a
-// retry would hide what the run measures.
-func newAPI(tgt target, hc *http.Client) (*client.Client, error) {
-	return client.New(tgt.base, tgt.key, client.WithHTTPClient(hc), client.WithRetry(client.Retry{Attempts: 1}),
-		client.WithUserAgent("tokend-load"))
-}
-
 // runLoad runs req in c workers for d (until ctx ends, or until the workload
 // is exhausted). Before the clock starts every worker opens its connection
 // with an untimed GET /healthz, so the run measures requests, not dials.
 func runLoad(ctx context.Context, tgt target, c int, d time.Duration, req request) loadResult {
-	hc, tr := newClient(c)
-	defer tr.CloseIdleConnections()
-	api, err := newAPI(tgt, hc)
+	a, err := newAPI(tgt, c)
 	if err != nil {
 		return loadResult{Errors: 1, FirstErr: err.Error()}
 	}
+	defer a.close()
 
 	type workerOut struct {
 		lat      []time.Duration
@@ -168,12 +149,12 @@ func runLoad(ctx context.Context, tgt target, c int, d time.Duration, req reques
 			o := &outs[w]
 			o.lat = make([]time.Duration, 0, 1024)
 			rng := rand.New(rand.NewPCG(uint64(w)+1, uint64(time.Now().UnixNano())))
-			warm(ctx, hc, tgt)
+			_, _ = a.do(fasthttp.MethodGet, "/healthz", nil) // failures show up in the run
 			ready.Done()
 			<-start
 			for time.Now().Before(deadline) && ctx.Err() == nil {
 				s := time.Now()
-				err := req(ctx, api, rng)
+				err := req(ctx, a, rng)
 				lat := time.Since(s)
 				switch {
 				case errors.Is(err, errExhausted):
@@ -210,36 +191,12 @@ func runLoad(ctx context.Context, tgt target, c int, d time.Duration, req reques
 	return r
 }
 
-// warm opens a keep-alive connection to tgt; failures show up in the run.
-func warm(ctx context.Context, c *http.Client, tgt target) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, tgt.base+"/healthz", nil)
-	if err != nil {
-		return
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-}
-
-// callError says which call failed and how: the problem's status and code,
-// or the transport error.
-func callError(call string, err error) error {
-	var p *client.Problem
-	if errors.As(err, &p) {
-		return fmt.Errorf("%s: status %d %s: %.200s", call, p.Status, p.Code, p.Detail)
-	}
-	return fmt.Errorf("%s: %w", call, err)
-}
-
 // issueRequest issues a new ledger.credit token per call and adds it to pool.
 // Intents are numbered; the number picks the subject and the account. A
 // positive quota makes the workload exhausted after that many issues.
 func issueRequest(tgt target, pool *tokenPool, quota int64) request {
 	var issued atomic.Int64
-	return func(ctx context.Context, c *client.Client, _ *rand.Rand) error {
+	return func(_ context.Context, a *api, _ *rand.Rand) error {
 		if quota > 0 && issued.Add(1) > quota {
 			return errExhausted
 		}
@@ -248,19 +205,41 @@ func issueRequest(tgt target, pool *tokenPool, quota int64) request {
 			subject: "user-" + strconv.FormatInt(n%1000, 10),
 			account: "acct-" + strconv.FormatInt(n%int64(pool.accounts), 10),
 		}
-		out, err := c.Issue(ctx, client.IssueRequest{
-			IntentID: "load-" + pool.run + "-" + strconv.FormatInt(n, 10), Operation: "ledger.credit",
-			Subject: t.subject, TTLSeconds: 3600, Payload: creditPayload{Account: t.account, Amount: 1}})
+		body, err := json.Marshal(issueBody{Operation: "ledger.credit", Subject: t.subject, TTLSeconds: 3600,
+			Payload: creditPayload{Account: t.account, Amount: 1}})
 		if err != nil {
-			return callError("issue", err)
+			return err
 		}
-		if out.ID == "" || out.Token == "" {
-			return fmt.Errorf("issue: no token id and secret in %.200s", out.Body)
+		ans, err := a.do(fasthttp.MethodPost, "/v1/tokens", body, "Idempotency-Key", "load-"+pool.run+"-"+strconv.FormatInt(n, 10))
+		if err != nil {
+			return fmt.Errorf("issue: %w", err)
+		}
+		if body, err = ans.expect("issue", http.StatusCreated); err != nil {
+			return err
+		}
+		var out struct{ ID, Token string }
+		if err := json.Unmarshal(body, &out); err != nil || out.ID == "" || out.Token == "" {
+			return fmt.Errorf("issue: no token id and secret in %.200s", body)
 		}
 		t.id, t.secret = out.ID, out.Token
 		pool.add(t)
 		return nil
 	}
+}
+
+// issueBody and spendBody are the JSON bodies of an issue and a spend.
+type issueBody struct {
+	Operation  string        `json:"operation"`
+	Subject    string        `json:"subject"`
+	TTLSeconds int           `json:"ttl_seconds"`
+	Payload    creditPayload `json:"payload"`
+}
+
+type spendBody struct {
+	Token     string        `json:"token"`
+	Operation string        `json:"operation"`
+	Subject   string        `json:"subject"`
+	Payload   creditPayload `json:"payload"`
 }
 
 // creditPayload is ledger.credit's payload.
@@ -271,49 +250,55 @@ type creditPayload struct {
 
 // spendRequest spends one unspent token from pool with ledger.credit of 1.
 func spendRequest(tgt target, pool *tokenPool) request {
-	return func(ctx context.Context, c *client.Client, _ *rand.Rand) error {
+	return func(_ context.Context, a *api, _ *rand.Rand) error {
 		t, ok := pool.take()
 		if !ok {
 			return errExhausted
 		}
-		out, err := c.Spend(ctx, client.SpendRequest{Token: t.secret, Operation: "ledger.credit",
-			Subject: t.subject, Payload: creditPayload{Account: t.account, Amount: 1}})
+		body, err := json.Marshal(spendBody{Token: t.secret, Operation: "ledger.credit", Subject: t.subject,
+			Payload: creditPayload{Account: t.account, Amount: 1}})
 		if err != nil {
-			return callError("spend", err)
+			return err
 		}
-		if out.Status != http.StatusOK {
-			return fmt.Errorf("spend: stored outcome %d: %.200s", out.Status, out.Body)
+		ans, err := a.do(fasthttp.MethodPost, "/v1/tokens/consume", body)
+		if err != nil {
+			return fmt.Errorf("spend: %w", err)
 		}
-		return nil
+		_, err = ans.expect("spend", http.StatusOK)
+		return err
 	}
 }
 
 // getRequest reads a token chosen uniformly from ids.
 func getRequest(tgt target, ids []string) request {
-	return func(ctx context.Context, c *client.Client, rng *rand.Rand) error {
+	return func(_ context.Context, a *api, rng *rand.Rand) error {
 		if len(ids) == 0 {
 			return errExhausted
 		}
-		if _, err := c.Token(ctx, ids[rng.IntN(len(ids))]); err != nil {
-			return callError("get", err)
-		}
-		return nil
+		return getToken(a, ids[rng.IntN(len(ids))])
 	}
+}
+
+// getToken reads one token, which must be found.
+func getToken(a *api, id string) error {
+	ans, err := a.do(fasthttp.MethodGet, "/v1/tokens/"+url.PathEscape(id), nil)
+	if err != nil {
+		return fmt.Errorf("get: %w", err)
+	}
+	_, err = ans.expect("get", http.StatusOK)
+	return err
 }
 
 // getAll reads every id once with c workers, untimed: it fills a cache, and
 // the database's buffers, before a timed lookup run.
 func getAll(ctx context.Context, tgt target, c int, ids []string) loadResult {
 	var next atomic.Int64
-	return runLoad(ctx, tgt, c, time.Hour, func(ctx context.Context, cl *client.Client, _ *rand.Rand) error {
+	return runLoad(ctx, tgt, c, time.Hour, func(_ context.Context, a *api, _ *rand.Rand) error {
 		i := next.Add(1) - 1
 		if i >= int64(len(ids)) {
 			return errExhausted
 		}
-		if _, err := cl.Token(ctx, ids[i]); err != nil {
-			return callError("get", err)
-		}
-		return nil
+		return getToken(a, ids[i])
 	})
 }
 
@@ -333,14 +318,19 @@ const ceilingCode = "token_not_found"
 // 404 with code token_not_found counts as OK; anything else (a 401, a 404
 // of an unknown route, a 200) is an error.
 func ceilingRequest(tgt target) request {
-	return func(ctx context.Context, c *client.Client, _ *rand.Rand) error {
-		_, err := c.Token(ctx, ceilingID)
-		if !errors.Is(err, client.ErrTokenNotFound) {
-			if err == nil {
-				return fmt.Errorf("get %s: found, want %s", ceilingID, ceilingCode)
-			}
-			return callError("get "+ceilingID, err)
+	return func(_ context.Context, a *api, _ *rand.Rand) error {
+		ans, err := a.do(fasthttp.MethodGet, "/v1/tokens/"+ceilingID, nil)
+		switch {
+		case err != nil:
+			return fmt.Errorf("get %s: %w", ceilingID, err)
+		case ans.status == http.StatusNotFound && ans.problemCode() == ceilingCode:
+			return nil
+		case ans.status == http.StatusOK:
+			return fmt.Errorf("get %s: found, want %s", ceilingID, ceilingCode)
+		case ans.status == http.StatusNotFound:
+			return fmt.Errorf("get %s: status 404 without code %s: %.200s", ceilingID, ceilingCode, ans.body)
 		}
-		return nil
+		_, err = ans.expect("get "+ceilingID, http.StatusNotFound)
+		return err
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/pprof"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -263,5 +264,28 @@ func TestProbePprof(t *testing.T) {
 			!tc.ok && !strings.Contains(b.res.Profile, "TOKEND_DEBUG_LISTEN") {
 			t.Errorf("-pprof-url %q: pprof %v, note %q; want %v and a note with %q", tc.url, b.pprof, b.res.Profile, tc.ok, tc.note)
 		}
+	}
+}
+
+// TestLoadSendsEachCallOnce: a request the server drops without an answer
+// is one error of the run, not retried behind its back, which would hide
+// what the run measures.
+func TestLoadSendsEachCallOnce(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			return
+		}
+		hits.Add(1)
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	defer srv.Close()
+	tgt := target{base: srv.URL, key: "test-key"}
+	r := runLoad(context.Background(), tgt, 1, 100*time.Millisecond, getRequest(tgt, []string{"tok_1"}))
+	if r.OK != 0 || r.Errors == 0 || hits.Load() != r.Errors {
+		t.Fatalf("%+v with %d requests served: want as many errors as requests", summary(r), hits.Load())
 	}
 }
