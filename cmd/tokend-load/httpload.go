@@ -99,8 +99,9 @@ func (p *tokenPool) reset() {
 
 // request performs one request of a workload with the run's client and the
 // worker's random source. It returns errExhausted when there is nothing left
-// to do.
-type request func(ctx context.Context, a *api, rng *rand.Rand) error
+// to do. A request in flight does not end with the run's context; the
+// client's 30 s timeouts bound it.
+type request func(a *api, rng *rand.Rand) error
 
 // loadResult is what one timed run of a workload measured.
 type loadResult struct {
@@ -154,7 +155,7 @@ func runLoad(ctx context.Context, tgt target, c int, d time.Duration, req reques
 			<-start
 			for time.Now().Before(deadline) && ctx.Err() == nil {
 				s := time.Now()
-				err := req(ctx, a, rng)
+				err := req(a, rng)
 				lat := time.Since(s)
 				switch {
 				case errors.Is(err, errExhausted):
@@ -196,7 +197,7 @@ func runLoad(ctx context.Context, tgt target, c int, d time.Duration, req reques
 // positive quota makes the workload exhausted after that many issues.
 func issueRequest(tgt target, pool *tokenPool, quota int64) request {
 	var issued atomic.Int64
-	return func(_ context.Context, a *api, _ *rand.Rand) error {
+	return func(a *api, _ *rand.Rand) error {
 		if quota > 0 && issued.Add(1) > quota {
 			return errExhausted
 		}
@@ -250,7 +251,7 @@ type creditPayload struct {
 
 // spendRequest spends one unspent token from pool with ledger.credit of 1.
 func spendRequest(tgt target, pool *tokenPool) request {
-	return func(_ context.Context, a *api, _ *rand.Rand) error {
+	return func(a *api, _ *rand.Rand) error {
 		t, ok := pool.take()
 		if !ok {
 			return errExhausted
@@ -271,7 +272,7 @@ func spendRequest(tgt target, pool *tokenPool) request {
 
 // getRequest reads a token chosen uniformly from ids.
 func getRequest(tgt target, ids []string) request {
-	return func(_ context.Context, a *api, rng *rand.Rand) error {
+	return func(a *api, rng *rand.Rand) error {
 		if len(ids) == 0 {
 			return errExhausted
 		}
@@ -293,7 +294,7 @@ func getToken(a *api, id string) error {
 // the database's buffers, before a timed lookup run.
 func getAll(ctx context.Context, tgt target, c int, ids []string) loadResult {
 	var next atomic.Int64
-	return runLoad(ctx, tgt, c, time.Hour, func(_ context.Context, a *api, _ *rand.Rand) error {
+	return runLoad(ctx, tgt, c, time.Hour, func(a *api, _ *rand.Rand) error {
 		i := next.Add(1) - 1
 		if i >= int64(len(ids)) {
 			return errExhausted
@@ -318,7 +319,7 @@ const ceilingCode = "token_not_found"
 // 404 with code token_not_found counts as OK; anything else (a 401, a 404
 // of an unknown route, a 200) is an error.
 func ceilingRequest(tgt target) request {
-	return func(_ context.Context, a *api, _ *rand.Rand) error {
+	return func(a *api, _ *rand.Rand) error {
 		ans, err := a.do(fasthttp.MethodGet, "/v1/tokens/"+ceilingID, nil)
 		switch {
 		case err != nil:

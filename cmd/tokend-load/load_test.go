@@ -235,7 +235,7 @@ func TestProbeCeiling(t *testing.T) {
 		{fake.URL, "status 404", false},
 	} {
 		b := &bench{svc: &target{base: tc.base, key: "test-key"}, res: &Results{}}
-		b.probeCeiling(context.Background())
+		b.probeCeiling()
 		notes := strings.Join(b.res.Notes, "\n")
 		if b.ceiling != tc.ok || !strings.Contains(notes, tc.note) || (tc.ok != (notes == "")) {
 			t.Errorf("%s: ceiling %v, notes %q; want %v and a note with %q", tc.base, b.ceiling, notes, tc.ok, tc.note)

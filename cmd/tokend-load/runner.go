@@ -153,7 +153,7 @@ func (b *bench) run(ctx context.Context) error {
 	}
 	b.probePprof(ctx)
 	if slices.Contains(b.cfg.Ops, opLookup) && b.svc != nil {
-		b.probeCeiling(ctx)
+		b.probeCeiling()
 	}
 
 	if err := b.ensureLimitKeys(ctx, initialLimitKeys); err != nil {
@@ -551,21 +551,21 @@ func (b *bench) fetchProfile(ctx context.Context, op string, secs int) string {
 // ceilingID 404 token_not_found with the key, and 401 with a wrong one: then
 // the ceiling row measures authenticated requests that reached the handler.
 // Otherwise the row is left out, with a note saying why.
-func (b *bench) probeCeiling(ctx context.Context) {
-	if err := b.probeCeilingOf(ctx, *b.svc); err != nil {
+func (b *bench) probeCeiling() {
+	if err := b.probeCeilingOf(*b.svc); err != nil {
 		b.res.Notes = append(b.res.Notes, "no-lookup ceiling left out, tokend did not answer as expected: "+err.Error())
 		return
 	}
 	b.ceiling = true
 }
 
-func (b *bench) probeCeilingOf(ctx context.Context, tgt target) error {
+func (b *bench) probeCeilingOf(tgt target) error {
 	a, err := newAPI(tgt, 1)
 	if err != nil {
 		return err
 	}
 	defer a.close()
-	if err := ceilingRequest(tgt)(ctx, a, nil); err != nil {
+	if err := ceilingRequest(tgt)(a, nil); err != nil {
 		return err
 	}
 	bad, err := newAPI(target{base: tgt.base, key: "tokend-load-not-a-key"}, 1)
