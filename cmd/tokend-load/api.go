@@ -34,13 +34,10 @@ func newAPI(tgt target, conns int) (*api, error) {
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
 		return nil, fmt.Errorf("tokend URL %q: want http://host:port", tgt.base)
 	}
-	addr := u.Host
-	if u.Port() == "" {
-		addr += map[string]string{"http": ":80", "https": ":443"}[u.Scheme]
-	}
+	tls := u.Scheme == "https"
 	return &api{
 		hc: &fasthttp.HostClient{
-			Addr: addr, IsTLS: u.Scheme == "https", Name: "tokend-load",
+			Addr: fasthttp.AddMissingPort(u.Host, tls), IsTLS: tls, Name: "tokend-load",
 			MaxConns: conns, MaxIdleConnDuration: 30 * time.Second,
 			ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
 			// Every call is sent once: a retry would hide what the run measures.
@@ -88,16 +85,16 @@ func (a answer) expect(call string, want int) ([]byte, error) {
 	if a.status == want {
 		return a.body, nil
 	}
-	var p struct{ Code, Detail string }
-	if json.Unmarshal(a.body, &p) != nil || p.Code == "" {
-		p.Code, p.Detail = strings.ToLower(strings.ReplaceAll(http.StatusText(a.status), " ", "_")), strings.TrimSpace(string(a.body))
+	code, detail := a.problem()
+	if code == "" {
+		code, detail = strings.ToLower(strings.ReplaceAll(http.StatusText(a.status), " ", "_")), strings.TrimSpace(string(a.body))
 	}
-	return nil, fmt.Errorf("%s: status %d %s: %.200s", call, a.status, p.Code, p.Detail)
+	return nil, fmt.Errorf("%s: status %d %s: %.200s", call, a.status, code, detail)
 }
 
-// problemCode is the code of a's problem body, "" when it has none.
-func (a answer) problemCode() string {
-	var p struct{ Code string }
+// problem is the code and detail of a's problem body, "" when it has none.
+func (a answer) problem() (code, detail string) {
+	var p struct{ Code, Detail string }
 	_ = json.Unmarshal(a.body, &p)
-	return p.Code
+	return p.Code, p.Detail
 }

@@ -321,10 +321,11 @@ const ceilingCode = "token_not_found"
 func ceilingRequest(tgt target) request {
 	return func(a *api, _ *rand.Rand) error {
 		ans, err := a.do(fasthttp.MethodGet, "/v1/tokens/"+ceilingID, nil)
-		switch {
-		case err != nil:
+		if err != nil {
 			return fmt.Errorf("get %s: %w", ceilingID, err)
-		case ans.status == http.StatusNotFound && ans.problemCode() == ceilingCode:
+		}
+		switch code, _ := ans.problem(); {
+		case ans.status == http.StatusNotFound && code == ceilingCode:
 			return nil
 		case ans.status == http.StatusOK:
 			return fmt.Errorf("get %s: found, want %s", ceilingID, ceilingCode)
