@@ -92,7 +92,9 @@ type serveConfig struct {
 	SweepInterval   time.Duration // TOKEND_SWEEP_INTERVAL or --sweep-interval; default admin.DefaultSweepInterval
 	EventRetention  time.Duration // TOKEND_EVENT_RETENTION or --event-retention; default admin.DefaultEventRetention
 	// Webhook delivery: TOKEND_WEBHOOK_TIMEOUT, _MAX_AGE, _DISABLE_AFTER,
-	// _ALLOWED_HOSTS (comma-separated; empty: any host).
+	// _ALLOWED_HOSTS (comma-separated host names, addresses and CIDRs;
+	// empty: any public address, never a loopback, private or other
+	// forbidden one; set: only those, forbidden or not).
 	WebhookTimeout      time.Duration
 	WebhookMaxAge       time.Duration
 	WebhookDisableAfter time.Duration
@@ -134,7 +136,7 @@ func (c *serveConfig) bind(fs *flag.FlagSet, env envFlags) {
 	env["webhook-max-age"] = "TOKEND_WEBHOOK_MAX_AGE"
 	fs.DurationVar(&c.WebhookDisableAfter, "webhook-disable-after", dispatch.DefaultDisableAfter, "disable a webhook endpoint whose every delivery failed for this long (env TOKEND_WEBHOOK_DISABLE_AFTER)")
 	env["webhook-disable-after"] = "TOKEND_WEBHOOK_DISABLE_AFTER"
-	fs.Func("webhook-allowed-hosts", "comma-separated hosts webhooks may be sent to; empty: any (env TOKEND_WEBHOOK_ALLOWED_HOSTS)", func(s string) error {
+	fs.Func("webhook-allowed-hosts", "comma-separated host names, IP addresses and CIDRs webhooks may be sent to, even when private; empty: any public address (env TOKEND_WEBHOOK_ALLOWED_HOSTS)", func(s string) error {
 		c.WebhookAllowedHosts = nil
 		for h := range strings.SplitSeq(s, ",") {
 			if h = strings.ToLower(strings.TrimSpace(h)); h != "" {
@@ -199,6 +201,9 @@ func (c serveConfig) Validate() error {
 		if d <= 0 {
 			return fmt.Errorf("%s %s: want a positive duration", name, d)
 		}
+	}
+	if err := dispatch.CheckAllowedHosts(c.WebhookAllowedHosts); err != nil {
+		return fmt.Errorf("TOKEND_WEBHOOK_ALLOWED_HOSTS: %w", err)
 	}
 	if c.EventRetention <= 0 {
 		return fmt.Errorf("TOKEND_EVENT_RETENTION %s: want a positive duration, e.g. 168h", c.EventRetention)

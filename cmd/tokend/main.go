@@ -48,7 +48,7 @@ environment (a flag overrides its variable):
   TOKEND_WEBHOOK_TIMEOUT       serve: how long one webhook delivery may take (default 10s)
   TOKEND_WEBHOOK_MAX_AGE       serve: how long a webhook delivery is retried (default 24h)
   TOKEND_WEBHOOK_DISABLE_AFTER serve: disable an endpoint failing this long (default 72h)
-  TOKEND_WEBHOOK_ALLOWED_HOSTS serve: comma-separated hosts webhooks may go to (default any)
+  TOKEND_WEBHOOK_ALLOWED_HOSTS serve: comma-separated hosts, IPs and CIDRs webhooks may go to, even private (default any public address)
   TOKEND_SHUTDOWN_TIMEOUT      serve: how long in-flight requests may finish after SIGTERM (default 15s)
   TOKEND_DEBUG_LISTEN          serve: address of Go's profiler, /debug/pprof/; keep it on loopback (default off)
   TOKEND_DEMO                  serve: 1 serves the demo app under /demo, where anyone may sign in (default off)

@@ -1,9 +1,12 @@
 package dispatch_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -103,8 +106,16 @@ func writeEvents(t *testing.T, pool *pgxpool.Pool, tenant string, n int) {
 	}
 }
 
+// local allows the tests' receivers, which listen on loopback.
+var local = []string{"127.0.0.1"}
+
+// newDispatcher is a dispatcher configured by cfg, allowed to deliver to
+// loopback unless cfg says where it may deliver.
 func newDispatcher(t *testing.T, cfg dispatch.Config) *dispatch.Dispatcher {
 	cfg.Logger = slog.New(slog.DiscardHandler)
+	if cfg.AllowedHosts == nil {
+		cfg.AllowedHosts = local
+	}
 	d, err := dispatch.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +155,7 @@ func hooked(t *testing.T, down bool, path string, types ...string) (*pgxpool.Poo
 	keys := keyring(t)
 	c := newConsumer(t, pool)
 	c.down.Store(down)
-	ep, secret, err := dispatch.Create(context.Background(), pool, keys, nil, "a", dispatch.NewEndpoint{URL: c.srv.URL + path, EventTypes: types})
+	ep, secret, err := dispatch.Create(context.Background(), pool, keys, local, "a", dispatch.NewEndpoint{URL: c.srv.URL + path, EventTypes: types})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +352,7 @@ func TestSenderFollowsNoRedirect(t *testing.T) {
 		http.Redirect(w, r, target.URL, http.StatusTemporaryRedirect)
 	}))
 	defer redirect.Close()
-	if _, _, err := dispatch.Create(ctx, pool, keys, nil, "a", dispatch.NewEndpoint{URL: redirect.URL}); err != nil {
+	if _, _, err := dispatch.Create(ctx, pool, keys, local, "a", dispatch.NewEndpoint{URL: redirect.URL}); err != nil {
 		t.Fatal(err)
 	}
 	writeEvents(t, pool, "a", 1)
@@ -349,5 +360,63 @@ func TestSenderFollowsNoRedirect(t *testing.T) {
 	until(t, d, func() bool { return count(t, pool, `SELECT count(*) FROM webhook_attempts WHERE status = 307`) == 1 })
 	if followed.Load() {
 		t.Error("the redirect was followed")
+	}
+}
+
+// TestRetryIsTheSameMessage: every attempt of a delivery carries the same
+// body byte for byte, whose timestamp is when the event happened; only the
+// webhook-timestamp header and the signature are the attempt's.
+func TestRetryIsTheSameMessage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	keys := keyring(t)
+	var mu sync.Mutex
+	var bodies [][]byte
+	var secret atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := webhook.Verify(secret.Load().(string), r.Header, body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		bodies = append(bodies, body)
+		if len(bodies) < 3 {
+			http.Error(w, "again", http.StatusInternalServerError)
+		}
+	}))
+	defer srv.Close()
+	_, s, err := dispatch.Create(ctx, pool, keys, local, "a", dispatch.NewEndpoint{URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret.Store(s)
+	writeEvents(t, pool, "a", 1)
+	d := newDispatcher(t, dispatch.Config{Pool: pool, Keys: keys, BackoffBase: 600 * time.Millisecond, BackoffMax: 1200 * time.Millisecond})
+	until(t, d, func() bool {
+		return count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE state = 'delivered'`) == 1
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(bodies) != 3 {
+		t.Fatalf("%d attempts reached the receiver, want 3", len(bodies))
+	}
+	for i, b := range bodies[1:] {
+		if !bytes.Equal(b, bodies[0]) {
+			t.Errorf("attempt %d's body differs from the first:\n%s\n%s", i+2, b, bodies[0])
+		}
+	}
+	var got webhook.Delivery
+	if err := json.Unmarshal(bodies[0], &got); err != nil {
+		t.Fatal(err)
+	}
+	var at time.Time
+	if err := pool.QueryRow(ctx, `SELECT at FROM token_events`).Scan(&at); err != nil {
+		t.Fatal(err)
+	}
+	if !got.Timestamp.Equal(at) || !got.Data.At.Equal(at) {
+		t.Errorf("body timestamp %v, event at %v; want the event's time", got.Timestamp, at)
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -57,9 +57,17 @@ type Config struct {
 	BackoffBase, BackoffMax time.Duration
 	// Batch is the most deliveries claimed at once. Defaults to 32.
 	Batch int
-	// AllowedHosts, when not empty, are the only hosts deliveries go to.
+	// AllowedHosts (TOKEND_WEBHOOK_ALLOWED_HOSTS) are host names, IP
+	// addresses and CIDRs. Empty, deliveries go to any address that is not
+	// Forbidden; not empty, only to the hosts named (whatever they resolve
+	// to) and the addresses listed, forbidden or not. Default: empty.
 	AllowedHosts []string
 	Logger       *slog.Logger // defaults to slog.Default()
+
+	// lookup and control replace the resolver and the dialer's check in
+	// tests, so that no test asks a DNS server or connects outside loopback.
+	lookup  lookupFunc
+	control func(context.Context, string, string, syscall.RawConn) error
 }
 
 // Validate reports whether c is usable.
@@ -72,7 +80,7 @@ func (c Config) Validate() error {
 	case cmp.Or(c.Lease, DefaultLease) <= cmp.Or(c.Timeout, DefaultTimeout):
 		return fmt.Errorf("dispatch: Lease %v must outlast Timeout %v", cmp.Or(c.Lease, DefaultLease), cmp.Or(c.Timeout, DefaultTimeout))
 	}
-	return nil
+	return CheckAllowedHosts(c.AllowedHosts)
 }
 
 // Dispatcher delivers events to webhook endpoints.
@@ -96,19 +104,20 @@ func New(cfg Config) (*Dispatcher, error) {
 	cfg.BackoffBase = cmp.Or(cfg.BackoffBase, DefaultBackoffBase)
 	cfg.BackoffMax = cmp.Or(cfg.BackoffMax, DefaultBackoffMax)
 	cfg.Batch = cmp.Or(cfg.Batch, DefaultBatch)
-	for i, h := range cfg.AllowedHosts {
-		cfg.AllowedHosts[i] = strings.ToLower(h)
+	p, err := newPolicy(cfg.AllowedHosts)
+	if err != nil {
+		return nil, err
 	}
 	d := &Dispatcher{
 		cfg:  cfg,
 		log:  cmp.Or(cfg.Logger, slog.Default()),
-		send: newSender(cfg.Timeout, cfg.AllowedHosts),
+		send: newSender(cfg.Timeout, p, cfg.lookup, cfg.control),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "tokend", Subsystem: "webhook", Name: "attempts_total",
-			Help: "Webhook delivery attempts, by result: delivered, refused (a non-2xx answer) or error (no answer).",
+			Help: "Webhook delivery attempts, by result: delivered, refused (a non-2xx answer), error (no answer) or not_allowed (an address deliveries may not go to).",
 		}, []string{"result"}),
 	}
-	for _, r := range []string{"delivered", "refused", "error"} {
+	for _, r := range []string{"delivered", "refused", "error", "not_allowed"} {
 		d.attempts.WithLabelValues(r)
 	}
 	return d, nil
@@ -210,10 +219,11 @@ func (d *Dispatcher) claim(ctx context.Context) ([]claimed, error) {
 func (d *Dispatcher) deliver(ctx context.Context, c claimed) {
 	log := d.log.With("tenant", c.tenant, "endpoint", c.endpoint, "event", c.event.ID, "attempt", c.attempt)
 	start := time.Now()
-	status, sendErr := d.attempt(ctx, c)
+	ans, sendErr := d.attempt(ctx, c)
 	if ctx.Err() != nil {
 		return // shutting down: the lease runs out and another round sends it
 	}
+	status := ans.status
 	ms := time.Since(start).Milliseconds()
 	var err error
 	switch {
@@ -223,9 +233,12 @@ func (d *Dispatcher) deliver(ctx context.Context, c claimed) {
 	default:
 		result, msg := "refused", fmt.Sprintf("answered %d", status)
 		var st *int
-		if sendErr != nil {
+		switch {
+		case errors.Is(sendErr, ErrAddressNotAllowed):
+			result, msg, ms = "not_allowed", ErrAddressNotAllowed.Error(), 0 // nothing about the target, its timing neither
+		case sendErr != nil:
 			result, msg = "error", sendErr.Error()
-		} else {
+		default:
 			st = &status
 		}
 		d.attempts.WithLabelValues(result).Inc()
@@ -241,20 +254,21 @@ func (d *Dispatcher) deliver(ctx context.Context, c claimed) {
 	}
 }
 
-// attempt signs and sends c once.
-func (d *Dispatcher) attempt(ctx context.Context, c claimed) (int, error) {
+// attempt signs and sends c once. The body is the same on every attempt:
+// its timestamp is when the event happened; only the webhook-timestamp
+// header and the signature are the attempt's.
+func (d *Dispatcher) attempt(ctx context.Context, c claimed) (answer, error) {
 	secret, err := secret(d.cfg.Keys, c.keyID, c.tenant, c.endpoint, c.nonce)
 	if err != nil {
-		return 0, fmt.Errorf("the endpoint's secret: %w", err) // its server key was retired
+		return answer{}, errors.New("the endpoint's secret: its server key was retired")
 	}
-	now := time.Now()
-	body, err := json.Marshal(webhook.Delivery{Type: "token." + c.event.Type, Timestamp: now.UTC(), Data: c.event})
+	body, err := json.Marshal(webhook.Delivery{Type: "token." + c.event.Type, Timestamp: c.event.At.UTC(), Data: c.event})
 	if err != nil {
-		return 0, err
+		return answer{}, err
 	}
-	h, err := webhook.Sign(secret, c.event.ID, now, body)
+	h, err := webhook.Sign(secret, c.event.ID, time.Now(), body)
 	if err != nil {
-		return 0, err
+		return answer{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
 	defer cancel()

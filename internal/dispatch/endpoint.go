@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,19 +70,28 @@ func secret(keys *token.Keyring, keyID, tenant, id string, nonce []byte) (string
 	return "whsec_" + base64.StdEncoding.EncodeToString(raw), nil
 }
 
-// CheckURL checks that raw is an absolute http(s) URL whose host is on
-// allowed (every host when allowed is empty).
+// CheckURL checks that raw is an absolute http(s) URL with a port from 1
+// to 65535, whose host, as far as the URL alone shows, is one deliveries
+// may go to under allowed (TOKEND_WEBHOOK_ALLOWED_HOSTS). A host name is
+// judged again, by the address it resolves to, at every attempt.
 func CheckURL(raw string, allowed []string) error {
+	p, err := newPolicy(allowed)
+	if err != nil {
+		return err
+	}
 	u, err := url.Parse(raw)
 	switch {
-	case err != nil || !u.IsAbs() || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.Fragment != "":
+	case err != nil || !u.IsAbs() || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.Fragment != "" || u.Opaque != "":
 		return fmt.Errorf("%w: url %q: want an absolute http or https URL", ErrInvalidRequest, raw)
 	case u.User != nil:
 		return fmt.Errorf("%w: url: credentials in a URL would be stored; use a secret path or the signature", ErrInvalidRequest)
-	case len(allowed) > 0 && !slices.Contains(allowed, strings.ToLower(u.Hostname())):
-		return fmt.Errorf("%w: %s is not on TOKEND_WEBHOOK_ALLOWED_HOSTS", ErrHostNotAllowed, u.Hostname())
 	}
-	return nil
+	if port := u.Port(); port != "" || strings.HasSuffix(u.Host, ":") {
+		if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 || strings.HasPrefix(port, "0") || strings.HasPrefix(port, "+") {
+			return fmt.Errorf("%w: url: port %q: want a number from 1 to 65535", ErrInvalidRequest, port)
+		}
+	}
+	return p.checkHost(u.Hostname())
 }
 
 // NewEndpoint is what Create registers.

@@ -3,13 +3,13 @@ package dispatch
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"slices"
-	"strings"
+	"net/netip"
+	"syscall"
 	"time"
 )
 
@@ -17,54 +17,118 @@ import (
 // connection for a short body, never a large one into memory.
 const maxAnswer = 64 << 10
 
+// lookupFunc resolves a host name to the addresses to dial.
+type lookupFunc func(ctx context.Context, host string) ([]netip.Addr, error)
+
 // sender posts deliveries: bounded in time, following no redirect (a 3xx is
-// a failed attempt), reading at most maxAnswer of an answer, and dialing
-// only hosts on the allow-list when there is one.
+// a failed attempt), reading at most maxAnswer of an answer, and connecting
+// only to addresses its policy allows, judged in the dialer on the address
+// dialed.
 type sender struct {
-	http *http.Client
+	http    *http.Client
+	timeout time.Duration
 }
 
-func newSender(timeout time.Duration, allowed []string) *sender {
-	dialer := &net.Dialer{Timeout: min(timeout, 5*time.Second)}
+func newSender(timeout time.Duration, p policy, lookup lookupFunc, control func(context.Context, string, string, syscall.RawConn) error) *sender {
+	if lookup == nil {
+		lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
+	}
+	if control == nil {
+		control = p.control
+	}
+	dialer := &net.Dialer{Timeout: min(timeout, 5*time.Second), ControlContext: control}
 	tr := &http.Transport{
 		Proxy: nil, // deliveries go where the endpoint says, not through a proxy of the environment
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			host, _, err := net.SplitHostPort(addr)
+			host, port, err := net.SplitHostPort(addr)
 			if err != nil {
 				return nil, err
 			}
-			if len(allowed) > 0 && !slices.Contains(allowed, strings.ToLower(host)) {
-				return nil, fmt.Errorf("%w: %s", ErrHostNotAllowed, host)
+			if p.allowsName(host) {
+				ctx = context.WithValue(ctx, nameAllowedKey{}, true)
 			}
-			return dialer.DialContext(ctx, network, addr)
+			var addrs []netip.Addr
+			if a, err := netip.ParseAddr(host); err == nil {
+				addrs = []netip.Addr{a}
+			} else if addrs, err = lookup(ctx, host); err != nil {
+				return nil, err
+			}
+			// Every address is dialed as a literal, so the dialer resolves
+			// nothing again and control judges each one.
+			err = &net.DNSError{Err: "no address", Name: host, IsNotFound: true}
+			for _, a := range addrs {
+				var c net.Conn
+				if c, err = dialer.DialContext(ctx, network, net.JoinHostPort(a.Unmap().String(), port)); err == nil {
+					return c, nil
+				}
+			}
+			return nil, err
 		},
 		TLSHandshakeTimeout:   timeout,
 		ResponseHeaderTimeout: timeout,
 		MaxIdleConnsPerHost:   4,
 		IdleConnTimeout:       90 * time.Second,
 	}
-	return &sender{http: &http.Client{
+	return &sender{timeout: timeout, http: &http.Client{
 		Transport:     tr,
 		Timeout:       timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
 }
 
+// answer is what an endpoint answered.
+type answer struct {
+	status     int
+	retryAfter string // the Retry-After header, when there was one
+}
+
 // send posts body with header to url and answers the status, or an error
-// when there was no answer.
-func (s *sender) send(ctx context.Context, url string, header http.Header, body []byte) (int, error) {
+// when there was no answer; the error's text is safe to show the tenant.
+func (s *sender) send(ctx context.Context, url string, header http.Header, body []byte) (answer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return 0, err
+		return answer{}, errors.New("invalid request")
 	}
 	req.Header = header
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "tokend-webhooks")
 	resp, err := s.http.Do(req)
 	if err != nil {
-		return 0, errors.Unwrap(err) // the *url.Error would repeat the URL, which may hold a secret path
+		return answer{}, describe(err)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer))
-	return resp.StatusCode, nil
+	return answer{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After")}, nil
+}
+
+// Errors of an attempt without an answer, as the tenant reads them: what
+// went wrong, never the address, port or resolver behind it.
+var (
+	errTimeout   = errors.New("timeout: no answer in time")
+	errDNS       = errors.New("dns: the host name did not resolve")
+	errRefused   = errors.New("connection refused")
+	errTLS       = errors.New("tls handshake failed")
+	errNoConnect = errors.New("no answer: the connection failed")
+)
+
+func describe(err error) error {
+	var dns *net.DNSError
+	var ne net.Error
+	var tlsErr *tls.CertificateVerificationError
+	var rec tls.RecordHeaderError
+	switch {
+	case errors.Is(err, ErrAddressNotAllowed):
+		return ErrAddressNotAllowed
+	case errors.As(err, &dns):
+		return errDNS
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return errTimeout
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return errRefused
+	case errors.As(err, &tlsErr), errors.As(err, &rec):
+		return errTLS
+	}
+	return errNoConnect
 }

@@ -30,7 +30,7 @@ func TestDispatcherKilledMidDelivery(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dbURL := pgtest.NewURL(t)
-	env := []string{"TOKEND_WEBHOOK_TIMEOUT=1s"} // leases of 3s
+	env := []string{"TOKEND_WEBHOOK_TIMEOUT=1s", "TOKEND_WEBHOOK_ALLOWED_HOSTS=127.0.0.1"} // leases of 3s; the consumer is on loopback
 	a := proctest.Start(t, proctest.Options{DatabaseURL: dbURL, Env: env})
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {

@@ -37,7 +37,7 @@ func TestWebhookRoutes(t *testing.T) {
 	}))
 	defer receiver.Close()
 	a := newAPI(t, func(c *httpapi.Config) {
-		c.Mounts = append(c.Mounts, dispatch.Routes(c.Pool, keys, nil))
+		c.Mounts = append(c.Mounts, dispatch.Routes(c.Pool, keys, []string{"127.0.0.1"}))
 	})
 	op := a.operator()
 
@@ -60,7 +60,7 @@ func TestWebhookRoutes(t *testing.T) {
 	}
 
 	a.issue(a.client(), "order-1", `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":300,"payload":{"account":"acc_1","amount":5}}`)
-	d, err := dispatch.New(dispatch.Config{Pool: a.pool, Keys: keys, Logger: slog.New(slog.DiscardHandler)})
+	d, err := dispatch.New(dispatch.Config{Pool: a.pool, Keys: keys, AllowedHosts: []string{"127.0.0.1"}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,9 @@ func TestWebhookCreateRefusesBadInput(t *testing.T) {
 	for _, body := range []string{
 		`{}`, `{"url":"ftp://hooks.example/"}`, `{"url":"https://elsewhere.example/"}`,
 		`{"url":"https://hooks.example/","event_types":["nope"]}`, `{"url":"https://hooks.example/","extra":1}`,
-		`{"url":"https://u:p@hooks.example/"}`, `[]`,
+		`{"url":"https://u:p@hooks.example/"}`, `[]`, `{"url":"https://hooks.example:0/"}`, `{"url":"https://hooks.example:99999/"}`,
+		`{"url":"http://127.0.0.1/"}`, `{"url":"http://2130706433/"}`, `{"url":"http://[::ffff:127.0.0.1]/"}`, `{"url":"http://localhost./"}`,
+		`{"url":"http://169.254.169.254/latest/meta-data/"}`, `{"url":"http://0x7f000001/"}`, `{"url":42}`,
 	} {
 		wantProblem(t, a.post(a.operator(), "/v1/admin/webhooks", body), http.StatusBadRequest, "invalid_request")
 	}
