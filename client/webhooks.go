@@ -18,8 +18,12 @@ type Webhook struct {
 	FeedPosition   int64      `json:"feed_position"`
 	FailingSince   *time.Time `json:"failing_since"`
 	CreatedAt      time.Time  `json:"created_at"`
-	// Secret, the whsec_ signing secret, is set in CreateWebhook's answer
-	// only: tokend never shows it again.
+	// PreviousSecretExpiresAt, after RotateWebhookSecret, is when the
+	// secret it replaced stops signing beside the new one; nil otherwise.
+	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at"`
+	// Secret, the whsec_ signing secret, is set in the answers of
+	// CreateWebhook and RotateWebhookSecret only: tokend never shows it
+	// again.
 	Secret string `json:"secret,omitempty"`
 	// Deliveries, in Webhook's answer only, are the latest deliveries.
 	Deliveries []WebhookDelivery `json:"deliveries,omitzero"`
@@ -29,7 +33,7 @@ type Webhook struct {
 type WebhookDelivery struct {
 	Position      int64           `json:"position"`
 	EventID       string          `json:"event_id"`
-	State         string          `json:"state"` // pending, delivered or failed
+	State         string          `json:"state"` // pending, delivered, failed, or parked while the endpoint is disabled
 	Attempts      int             `json:"attempts"`
 	NextAttemptAt time.Time       `json:"next_attempt_at"`
 	CreatedAt     time.Time       `json:"created_at"`
@@ -96,10 +100,14 @@ func (c *Client) Webhooks(ctx context.Context) (*WebhookList, error) {
 	return &out, nil
 }
 
-// Redelivery selects deliveries to send again.
+// Redelivery selects deliveries to send now: the failed ones; with All
+// also the pending and parked ones (hurried: due now); with Delivered also
+// those already delivered.
 type Redelivery struct {
-	After int64 `json:"after,omitempty"` // only events after this feed position
-	All   bool  `json:"all,omitempty"`   // also those already delivered
+	After     int64 `json:"after,omitempty"`     // only events after this feed position
+	Position  int64 `json:"position,omitempty"`  // only the delivery of this feed position
+	All       bool  `json:"all,omitempty"`       // also the pending and parked ones
+	Delivered bool  `json:"delivered,omitempty"` // also those already delivered
 }
 
 // Redelivered is how many deliveries will be sent again.
@@ -108,8 +116,7 @@ type Redelivered struct {
 	Redelivered int64 `json:"redelivered"`
 }
 
-// RedeliverWebhook sends again an endpoint's failed deliveries (with All,
-// also the delivered ones) after a feed position.
+// RedeliverWebhook sends an endpoint's deliveries selected by r now.
 func (c *Client) RedeliverWebhook(ctx context.Context, id string, r Redelivery) (*Redelivered, error) {
 	var out Redelivered
 	m, err := c.send(ctx, http.MethodPost, "/v1/admin/webhooks/"+esc(id)+"/redeliver", nil, r, &out)
@@ -118,4 +125,19 @@ func (c *Client) RedeliverWebhook(ctx context.Context, id string, r Redelivery) 
 	}
 	out.Meta = m
 	return &out, nil
+}
+
+// SecretRotation asks for an endpoint's new secret.
+type SecretRotation struct {
+	// OverlapSeconds is how long the old secret keeps signing beside the
+	// new one; 0: the server's TOKEND_WEBHOOK_SECRET_OVERLAP (24 h unless
+	// set). At most a week.
+	OverlapSeconds int64 `json:"overlap_seconds,omitempty"`
+}
+
+// RotateWebhookSecret gives an endpoint a new secret, in the answer's
+// Secret, shown this once; deliveries carry signatures under both until
+// PreviousSecretExpiresAt.
+func (c *Client) RotateWebhookSecret(ctx context.Context, id string, r SecretRotation) (*Webhook, error) {
+	return c.webhook(ctx, http.MethodPost, "/v1/admin/webhooks/"+esc(id)+"/rotate-secret", r)
 }

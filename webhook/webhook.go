@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,21 +50,56 @@ func Verify(secret string, header http.Header, body []byte) error {
 	return nil
 }
 
+// VerifyAny is Verify for a receiver that holds more than one secret, as
+// during a rotation's overlap: the delivery is good when it verifies under
+// any of them. A failure reports the first secret's error.
+func VerifyAny(secrets []string, header http.Header, body []byte) error {
+	if len(secrets) == 0 {
+		return fmt.Errorf("%w: no secret", ErrInvalid)
+	}
+	var first error
+	for _, s := range secrets {
+		err := Verify(s, header, body)
+		if err == nil {
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 // Sign returns the headers that make body a signed delivery of message id,
 // sent at ts, under secret.
 func Sign(secret, id string, ts time.Time, body []byte) (http.Header, error) {
-	wh, err := standardwebhooks.NewWebhook(secret)
-	if err != nil {
-		return nil, fmt.Errorf("%w: secret: %w", ErrInvalid, err)
+	return SignAll([]string{secret}, id, ts, body)
+}
+
+// SignAll is Sign under several secrets at once, as tokend signs during a
+// rotation's overlap: webhook-signature holds one signature per secret,
+// separated by spaces, as Standard Webhooks allows, and a receiver holding
+// either secret verifies it.
+func SignAll(secrets []string, id string, ts time.Time, body []byte) (http.Header, error) {
+	if len(secrets) == 0 {
+		return nil, fmt.Errorf("%w: no secret", ErrInvalid)
 	}
-	sig, err := wh.Sign(id, ts, body)
-	if err != nil {
-		return nil, fmt.Errorf("webhook: sign: %w", err)
+	sigs := make([]string, 0, len(secrets))
+	for _, secret := range secrets {
+		wh, err := standardwebhooks.NewWebhook(secret)
+		if err != nil {
+			return nil, fmt.Errorf("%w: secret: %w", ErrInvalid, err)
+		}
+		sig, err := wh.Sign(id, ts, body)
+		if err != nil {
+			return nil, fmt.Errorf("webhook: sign: %w", err)
+		}
+		sigs = append(sigs, sig)
 	}
 	h := http.Header{}
 	h.Set(HeaderID, id)
 	h.Set(HeaderTimestamp, fmt.Sprint(ts.Unix()))
-	h.Set(HeaderSignature, sig)
+	h.Set(HeaderSignature, strings.Join(sigs, " "))
 	return h, nil
 }
 
@@ -98,6 +134,12 @@ const MaxBody = 1 << 20
 
 // Receive reads, verifies and decodes the delivery r carries.
 func Receive(secret string, r *http.Request) (Delivery, error) {
+	return ReceiveAny([]string{secret}, r)
+}
+
+// ReceiveAny is Receive for a receiver that holds more than one secret, as
+// during a rotation's overlap (VerifyAny).
+func ReceiveAny(secrets []string, r *http.Request) (Delivery, error) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
 	if err != nil {
 		return Delivery{}, fmt.Errorf("webhook: read the body: %w", err)
@@ -105,7 +147,7 @@ func Receive(secret string, r *http.Request) (Delivery, error) {
 	if len(body) > MaxBody {
 		return Delivery{}, fmt.Errorf("%w: body over %d bytes", ErrInvalid, MaxBody)
 	}
-	if err := Verify(secret, r.Header, body); err != nil {
+	if err := VerifyAny(secrets, r.Header, body); err != nil {
 		return Delivery{}, err
 	}
 	var d Delivery

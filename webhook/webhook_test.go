@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tokend/tokend/internal/pgtest"
@@ -144,5 +146,47 @@ func TestOnceTxUnderConcurrentDeliveries(t *testing.T) {
 		return err
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRotationOverlapVerifiesUnderEither: a delivery signed under the old
+// and the new secret, as tokend signs during a rotation's overlap, carries
+// both signatures in one header; a receiver holding either secret verifies
+// it (with this package and with the Standard Webhooks library directly),
+// and one holding neither does not.
+func TestRotationOverlapVerifiesUnderEither(t *testing.T) {
+	old, next := secret, "whsec_"+"QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo="
+	stranger := "whsec_" + "c3RyYW5nZXItc2VjcmV0LTAxMjM0NTY3ODk="
+	body := []byte(`{"type":"token.spend"}`)
+	h, err := webhook.SignAll([]string{next, old}, "evt_1", time.Now(), body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sigs := strings.Fields(h.Get(webhook.HeaderSignature)); len(sigs) != 2 {
+		t.Fatalf("webhook-signature = %q, want two signatures", h.Get(webhook.HeaderSignature))
+	}
+	for _, s := range []string{old, next} {
+		if err := webhook.Verify(s, h, body); err != nil {
+			t.Errorf("Verify under %s: %v", s, err)
+		}
+		wh, err := standardwebhooks.NewWebhook(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wh.Verify(body, h); err != nil {
+			t.Errorf("the Standard Webhooks library under %s: %v", s, err)
+		}
+	}
+	if err := webhook.VerifyAny([]string{stranger, next}, h, body); err != nil {
+		t.Errorf("VerifyAny with the new secret second: %v", err)
+	}
+	if err := webhook.VerifyAny([]string{stranger}, h, body); !errors.Is(err, webhook.ErrInvalidSignature) {
+		t.Errorf("VerifyAny with neither = %v, want ErrInvalidSignature", err)
+	}
+	if err := webhook.Verify(stranger, h, body); !errors.Is(err, webhook.ErrInvalidSignature) {
+		t.Errorf("Verify with neither = %v, want ErrInvalidSignature", err)
+	}
+	if err := webhook.VerifyAny(nil, h, body); !errors.Is(err, webhook.ErrInvalid) {
+		t.Errorf("VerifyAny with no secret = %v, want ErrInvalid", err)
 	}
 }

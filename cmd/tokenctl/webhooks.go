@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/tokend/tokend/client"
 )
@@ -11,15 +13,18 @@ import (
 const webhooksUsage = `usage: tokenctl webhooks <subcommand> [--url URL] [--key KEY] [--json]
   webhooks create <endpoint-url> [--types issued,spend,...]   register an endpoint; prints its secret, once
   webhooks list                                              the tenant's endpoints
-  webhooks get <id>                                          an endpoint and its latest deliveries
-  webhooks enable <id> | disable <id> | delete <id>
-  webhooks redeliver <id> [--after POSITION] [--all]        send failed (or, with --all, every) delivery again
+  webhooks get <id>                                          an endpoint, its latest deliveries and their attempts
+  webhooks enable <id> | disable <id> | delete <id>           disabling parks its deliveries; enabling resumes them
+  webhooks rotate-secret <id> [--overlap 24h]                a new secret, printed once; the old one signs beside it for the overlap
+  webhooks redeliver <id> [--after POSITION] [--position POSITION] [--all] [--delivered]
+                                                             send failed deliveries now; --all also hurries pending and parked
+                                                             ones; --delivered also sends those already delivered
 `
 
 func webhooksCmd(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 {
 		fmt.Fprint(e.stderr, webhooksUsage)
-		return usagef("webhooks: want create, list, get, enable, disable, delete or redeliver")
+		return usagef("webhooks: want create, list, get, enable, disable, delete, rotate-secret or redeliver")
 	}
 	sub, rest := args[0], args[1:]
 	switch sub {
@@ -68,11 +73,25 @@ func webhooksCmd(ctx context.Context, e *env, args []string) error {
 			"disable": (*client.Client).DisableWebhook, "delete": (*client.Client).DeleteWebhook,
 		}[sub]
 		return webhookCall(c, func(api *client.Client) (*client.Webhook, error) { return call(api, ctx, ops[0]) })
+	case "rotate-secret":
+		c := e.newCommand("webhooks rotate-secret", "webhooks rotate-secret <id> [--overlap 24h]", "id")
+		overlap := c.fs.Duration("overlap", 0, "how long the old secret keeps signing beside the new one; 0: the server's default")
+		ops, err := c.parse(rest)
+		if err != nil {
+			return err
+		}
+		if *overlap < 0 || *overlap%time.Second != 0 {
+			return usagef("webhooks rotate-secret: --overlap %s: want whole seconds, e.g. 24h", *overlap)
+		}
+		r := client.SecretRotation{OverlapSeconds: int64(*overlap / time.Second)}
+		return webhookCall(c, func(api *client.Client) (*client.Webhook, error) { return api.RotateWebhookSecret(ctx, ops[0], r) })
 	case "redeliver":
-		c := e.newCommand("webhooks redeliver", "webhooks redeliver <id> [--after POSITION] [--all]", "id")
+		c := e.newCommand("webhooks redeliver", "webhooks redeliver <id> [--after POSITION] [--position POSITION] [--all] [--delivered]", "id")
 		var r client.Redelivery
 		c.fs.Int64Var(&r.After, "after", 0, "only deliveries of events after this feed position")
-		c.fs.BoolVar(&r.All, "all", false, "also the deliveries already made")
+		c.fs.Int64Var(&r.Position, "position", 0, "only the delivery of this feed position")
+		c.fs.BoolVar(&r.All, "all", false, "also hurry the pending deliveries and the parked ones (never the delivered ones)")
+		c.fs.BoolVar(&r.Delivered, "delivered", false, "also the deliveries already made")
 		ops, err := c.parse(rest)
 		if err != nil {
 			return err
@@ -92,7 +111,7 @@ func webhooksCmd(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	fmt.Fprint(e.stderr, webhooksUsage)
-	return usagef("webhooks %s: want create, list, get, enable, disable, delete or redeliver", sub)
+	return usagef("webhooks %s: want create, list, get, enable, disable, delete, rotate-secret or redeliver", sub)
 }
 
 // webhookCall runs call and prints the endpoint it answers.
@@ -117,11 +136,39 @@ func webhookCall(c *command, call func(*client.Client) (*client.Webhook, error))
 		t.row("disabled_reason", *w.DisabledReason)
 	}
 	t.row("feed_position", w.FeedPosition)
+	if w.FailingSince != nil {
+		t.row("failing_since", w.FailingSince.UTC().Format(time.RFC3339))
+	}
+	if w.PreviousSecretExpiresAt != nil {
+		t.row("previous_secret_until", w.PreviousSecretExpiresAt.UTC().Format(time.RFC3339)+"   (the old secret signs beside the new one until then)")
+	}
 	if w.Secret != "" {
 		t.row("secret", w.Secret+"   (shown once: keep it to verify deliveries)")
 	}
 	for _, d := range w.Deliveries {
-		t.row("delivery", fmt.Sprintf("%d %s %s, %d attempts", d.Position, d.EventID, d.State, d.Attempts))
+		line := fmt.Sprintf("%d %s %s, %d attempts", d.Position, d.EventID, d.State, d.Attempts)
+		if d.State == "pending" {
+			line += ", next " + d.NextAttemptAt.UTC().Format(time.RFC3339)
+		}
+		t.row("delivery", line)
+		var tries []struct {
+			Attempt    int       `json:"attempt"`
+			At         time.Time `json:"at"`
+			Status     *int      `json:"status"`
+			Error      *string   `json:"error"`
+			DurationMS int       `json:"duration_ms"`
+		}
+		_ = json.Unmarshal(d.Tries, &tries) // shown as far as it reads
+		for _, a := range tries {
+			answer := "no answer"
+			if a.Status != nil {
+				answer = fmt.Sprintf("answered %d", *a.Status)
+			}
+			if a.Error != nil && *a.Error != "" {
+				answer += ": " + *a.Error
+			}
+			t.row("  attempt", fmt.Sprintf("%d %s %s, %d ms", a.Attempt, a.At.UTC().Format(time.RFC3339), answer, a.DurationMS))
+		}
 	}
 	return t.Flush()
 }

@@ -27,6 +27,33 @@ func TestWebhooks(t *testing.T) {
 	if r := f.ok("webhooks", "redeliver", id[1], "--all"); r.stdout != "redelivered 0\n" {
 		t.Errorf("webhooks redeliver: %q", r.stdout)
 	}
+	// get shows every delivery's attempts and since when the endpoint fails.
+	if _, err := f.db.Exec(t.Context(), `
+		WITH d AS (INSERT INTO webhook_deliveries (tenant_id, endpoint_id, pos, event_id, attempts) VALUES ('acme', $1, 7, 'evt_seven', 2)),
+		     w AS (UPDATE webhook_endpoints SET failing_since = '2026-01-02T03:04:05Z' WHERE id = $1)
+		INSERT INTO webhook_attempts (tenant_id, endpoint_id, pos, attempt, status, error, duration_ms)
+		VALUES ('acme', $1, 7, 1, 503, 'answered 503', 12), ('acme', $1, 7, 2, NULL, 'refused: address not allowed', 0)`, id[1]); err != nil {
+		t.Fatal(err)
+	}
+	r = f.ok("webhooks", "get", id[1])
+	for _, want := range []string{`(?m)^failing_since +2026-01-02T03:04:05Z$`, `(?m)^delivery +7 evt_seven pending, 2 attempts`,
+		`(?m)^  attempt +1 \S+ answered 503: answered 503, 12 ms$`, `(?m)^  attempt +2 \S+ no answer: refused: address not allowed, 0 ms$`} {
+		if !regexp.MustCompile(want).MatchString(r.stdout) {
+			t.Errorf("webhooks get lacks %s:\n%s", want, r.stdout)
+		}
+	}
+	if r := f.ok("webhooks", "redeliver", id[1], "--all"); r.stdout != "redelivered 1\n" {
+		t.Errorf("webhooks redeliver --all hurries the pending delivery: %q", r.stdout)
+	}
+	// A rotation prints the new secret once, and when the old one stops signing.
+	r = f.ok("webhooks", "rotate-secret", id[1], "--overlap", "1h")
+	if !regexp.MustCompile(`(?m)^secret +whsec_\S+ +\(shown once`).MatchString(r.stdout) || !regexp.MustCompile(`(?m)^previous_secret_until +\S+`).MatchString(r.stdout) {
+		t.Errorf("webhooks rotate-secret:\n%s", r.stdout)
+	}
+	if r := f.ok("webhooks", "get", id[1]); strings.Contains(r.stdout, "whsec_") {
+		t.Errorf("webhooks get shows a secret:\n%s", r.stdout)
+	}
+	f.fails(exitUsage, "--overlap", "webhooks", "rotate-secret", id[1], "--overlap", "-1s")
 	f.ok("webhooks", "delete", id[1])
 	f.fails(exitNotFound, "not_found", "webhooks", "get", id[1])
 	f.fails(exitError, "invalid_request", "webhooks", "create", "ftp://hooks.example/")

@@ -84,7 +84,8 @@ func newAPI(ctx context.Context, cfg serveConfig, pool, listen *pgxpool.Pool, ke
 		Cache:     c,
 		Metrics:   m,
 		RateLimit: httpapi.RateLimit{PerSecond: cfg.RateLimit},
-		Mounts: []httpapi.Mount{ledgerapi.Mount(pool), dispatch.Routes(pool, keys, cfg.WebhookAllowedHosts), func(r httpapi.Routes) {
+		Mounts: []httpapi.Mount{ledgerapi.Mount(pool), dispatch.Routes(pool, keys, dispatch.Options{AllowedHosts: cfg.WebhookAllowedHosts,
+			MaxEndpoints: cfg.WebhookMaxEndpoints, SecretOverlap: cfg.WebhookSecretOverlap}), func(r httpapi.Routes) {
 			if demoApp != nil {
 				demoApp.Mount(r.Public)
 			}

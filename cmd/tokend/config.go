@@ -99,6 +99,15 @@ type serveConfig struct {
 	WebhookMaxAge       time.Duration
 	WebhookDisableAfter time.Duration
 	WebhookAllowedHosts []string
+	// TOKEND_WEBHOOK_MAX_ENDPOINTS (endpoints per tenant, default 32),
+	// _SECRET_OVERLAP (a rotated-out secret signs beside the new one,
+	// default 24h), _ENDPOINT_CONCURRENCY and _TENANT_CONCURRENCY
+	// (deliveries in flight per endpoint and per tenant across instances,
+	// default 4 and 16).
+	WebhookMaxEndpoints        int
+	WebhookSecretOverlap       time.Duration
+	WebhookEndpointConcurrency int
+	WebhookTenantConcurrency   int
 	// DebugListen, when set (TOKEND_DEBUG_LISTEN or --debug-listen), serves
 	// Go's profiler at /debug/pprof/ on a listener of its own, so it is
 	// never reachable through the API's address. Default: off.
@@ -146,6 +155,14 @@ func (c *serveConfig) bind(fs *flag.FlagSet, env envFlags) {
 		return nil
 	})
 	env["webhook-allowed-hosts"] = "TOKEND_WEBHOOK_ALLOWED_HOSTS"
+	fs.IntVar(&c.WebhookMaxEndpoints, "webhook-max-endpoints", dispatch.DefaultMaxEndpoints, "most webhook endpoints a tenant may register (env TOKEND_WEBHOOK_MAX_ENDPOINTS)")
+	env["webhook-max-endpoints"] = "TOKEND_WEBHOOK_MAX_ENDPOINTS"
+	fs.DurationVar(&c.WebhookSecretOverlap, "webhook-secret-overlap", dispatch.DefaultSecretOverlap, "how long a rotated-out webhook secret keeps signing beside the new one (env TOKEND_WEBHOOK_SECRET_OVERLAP)")
+	env["webhook-secret-overlap"] = "TOKEND_WEBHOOK_SECRET_OVERLAP"
+	fs.IntVar(&c.WebhookEndpointConcurrency, "webhook-endpoint-concurrency", dispatch.DefaultEndpointConcurrency, "most deliveries one webhook endpoint has in flight, on all instances (env TOKEND_WEBHOOK_ENDPOINT_CONCURRENCY)")
+	env["webhook-endpoint-concurrency"] = "TOKEND_WEBHOOK_ENDPOINT_CONCURRENCY"
+	fs.IntVar(&c.WebhookTenantConcurrency, "webhook-tenant-concurrency", dispatch.DefaultTenantConcurrency, "most deliveries one tenant's webhook endpoints have in flight, on all instances (env TOKEND_WEBHOOK_TENANT_CONCURRENCY)")
+	env["webhook-tenant-concurrency"] = "TOKEND_WEBHOOK_TENANT_CONCURRENCY"
 	fs.StringVar(&c.DebugListen, "debug-listen", "", "address for /debug/pprof/, off when empty; keep it on loopback (env TOKEND_DEBUG_LISTEN)")
 	env["debug-listen"] = "TOKEND_DEBUG_LISTEN"
 	fs.BoolVar(&c.Demo, "demo", false, "serve the demo app under /demo, where anyone may sign in; never on a production server (env TOKEND_DEMO=1)")
@@ -204,6 +221,15 @@ func (c serveConfig) Validate() error {
 	}
 	if err := dispatch.CheckAllowedHosts(c.WebhookAllowedHosts); err != nil {
 		return fmt.Errorf("TOKEND_WEBHOOK_ALLOWED_HOSTS: %w", err)
+	}
+	for name, n := range map[string]int{"TOKEND_WEBHOOK_MAX_ENDPOINTS": c.WebhookMaxEndpoints,
+		"TOKEND_WEBHOOK_ENDPOINT_CONCURRENCY": c.WebhookEndpointConcurrency, "TOKEND_WEBHOOK_TENANT_CONCURRENCY": c.WebhookTenantConcurrency} {
+		if n <= 0 {
+			return fmt.Errorf("%s %d: want a positive number", name, n)
+		}
+	}
+	if c.WebhookSecretOverlap <= 0 {
+		return fmt.Errorf("TOKEND_WEBHOOK_SECRET_OVERLAP %s: want a positive duration, e.g. 24h", c.WebhookSecretOverlap)
 	}
 	if c.EventRetention <= 0 {
 		return fmt.Errorf("TOKEND_EVENT_RETENTION %s: want a positive duration, e.g. 168h", c.EventRetention)

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -31,6 +33,15 @@ const (
 	DefaultBackoffBase  = time.Second
 	DefaultBackoffMax   = time.Hour
 	DefaultBatch        = 32
+	// DefaultEndpointConcurrency is the most deliveries one endpoint has in
+	// flight, on all instances together.
+	DefaultEndpointConcurrency = 4
+	// DefaultTenantConcurrency is the most deliveries one tenant's endpoints
+	// have in flight, on all instances together: a tenant's share.
+	DefaultTenantConcurrency = 16
+	// DefaultWorkers is the most deliveries one dispatcher sends at once.
+	DefaultWorkers       = 64
+	DefaultRetryAfterMax = time.Hour
 )
 
 // Config configures a Dispatcher.
@@ -57,6 +68,19 @@ type Config struct {
 	BackoffBase, BackoffMax time.Duration
 	// Batch is the most deliveries claimed at once. Defaults to 32.
 	Batch int
+	// EndpointConcurrency is the most deliveries an endpoint has in flight,
+	// TenantConcurrency the most a tenant's endpoints have, on all
+	// instances together: a tenant's hanging endpoints hold at most
+	// TenantConcurrency attempts, each for at most Timeout, and the rest
+	// of the dispatcher goes to other tenants. Default 4 and 16.
+	EndpointConcurrency, TenantConcurrency int
+	// Workers is the most deliveries this dispatcher sends at once; it
+	// claims more as they finish, without waiting for a whole batch.
+	// Default 64.
+	Workers int
+	// RetryAfterMax bounds the wait a 429 or 503 answer asks for with
+	// Retry-After. Defaults to 1 h.
+	RetryAfterMax time.Duration
 	// AllowedHosts (TOKEND_WEBHOOK_ALLOWED_HOSTS) are host names, IP
 	// addresses and CIDRs. Empty, deliveries go to any address that is not
 	// Forbidden; not empty, only to the hosts named (whatever they resolve
@@ -75,8 +99,9 @@ func (c Config) Validate() error {
 	switch {
 	case c.Pool == nil || c.Keys == nil:
 		return errors.New("dispatch: Config.Pool and Config.Keys are required")
-	case c.Interval < 0, c.Timeout < 0, c.Lease < 0, c.MaxAge < 0, c.DisableAfter < 0, c.BackoffBase < 0, c.BackoffMax < 0, c.Batch < 0:
-		return errors.New("dispatch: Config durations and Batch must not be negative")
+	case c.Interval < 0, c.Timeout < 0, c.Lease < 0, c.MaxAge < 0, c.DisableAfter < 0, c.BackoffBase < 0, c.BackoffMax < 0, c.Batch < 0,
+		c.EndpointConcurrency < 0, c.TenantConcurrency < 0, c.Workers < 0, c.RetryAfterMax < 0:
+		return errors.New("dispatch: Config durations and counts must not be negative")
 	case cmp.Or(c.Lease, DefaultLease) <= cmp.Or(c.Timeout, DefaultTimeout):
 		return fmt.Errorf("dispatch: Lease %v must outlast Timeout %v", cmp.Or(c.Lease, DefaultLease), cmp.Or(c.Timeout, DefaultTimeout))
 	}
@@ -89,6 +114,7 @@ type Dispatcher struct {
 	log      *slog.Logger
 	send     *sender
 	attempts *prometheus.CounterVec
+	lag      prometheus.Histogram
 }
 
 // New returns a Dispatcher configured by cfg.
@@ -104,6 +130,10 @@ func New(cfg Config) (*Dispatcher, error) {
 	cfg.BackoffBase = cmp.Or(cfg.BackoffBase, DefaultBackoffBase)
 	cfg.BackoffMax = cmp.Or(cfg.BackoffMax, DefaultBackoffMax)
 	cfg.Batch = cmp.Or(cfg.Batch, DefaultBatch)
+	cfg.EndpointConcurrency = cmp.Or(cfg.EndpointConcurrency, DefaultEndpointConcurrency)
+	cfg.TenantConcurrency = cmp.Or(cfg.TenantConcurrency, DefaultTenantConcurrency)
+	cfg.Workers = cmp.Or(cfg.Workers, DefaultWorkers)
+	cfg.RetryAfterMax = cmp.Or(cfg.RetryAfterMax, DefaultRetryAfterMax)
 	p, err := newPolicy(cfg.AllowedHosts)
 	if err != nil {
 		return nil, err
@@ -114,41 +144,73 @@ func New(cfg Config) (*Dispatcher, error) {
 		send: newSender(cfg.Timeout, p, cfg.lookup, cfg.control),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "tokend", Subsystem: "webhook", Name: "attempts_total",
-			Help: "Webhook delivery attempts, by result: delivered, refused (a non-2xx answer), error (no answer) or not_allowed (an address deliveries may not go to).",
+			Help: "Webhook delivery attempts, by result: delivered, refused (a non-2xx answer), throttled (429 or 503 with Retry-After), gone (410: the endpoint is disabled), error (no answer) or not_allowed (an address deliveries may not go to).",
 		}, []string{"result"}),
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "tokend", Subsystem: "webhook", Name: "delivery_lag_seconds",
+			Help:    "From an event's commit to its delivery's 2xx answer, for deliveries made at their first attempt and after retries.",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600, 21600, 86400},
+		}),
 	}
-	for _, r := range []string{"delivered", "refused", "error", "not_allowed"} {
+	for _, r := range []string{"delivered", "refused", "throttled", "gone", "error", "not_allowed"} {
 		d.attempts.WithLabelValues(r)
 	}
 	return d, nil
 }
 
-// Run delivers until ctx ends, and returns ctx's error.
+// Run delivers until ctx ends, and returns ctx's error. It keeps up to
+// Config.Workers deliveries in flight, claiming more as they finish, so
+// that a slow endpoint holds its own attempts and nobody else's.
 func (d *Dispatcher) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	done := make(chan struct{}, d.cfg.Workers)
+	inflight := 0
 	for {
-		n, err := d.Round(ctx)
-		if err != nil && ctx.Err() == nil {
-			d.log.Error("webhooks: dispatch round", "err", err)
+		n := 0
+		if free := d.cfg.Workers - inflight; free > 0 {
+			cs, err := d.step(ctx, min(free, d.cfg.Batch))
+			if err != nil && ctx.Err() == nil {
+				d.log.Error("webhooks: dispatch round", "err", err)
+			}
+			for _, c := range cs {
+				inflight++
+				wg.Go(func() {
+					d.deliver(ctx, c)
+					done <- struct{}{}
+				})
+			}
+			n = len(cs)
 		}
 		wait := d.cfg.Interval
-		if n > 0 {
+		if n > 0 && inflight < d.cfg.Workers {
 			wait = 0 // more may be due right now
 		}
+		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return ctx.Err()
-		case <-time.After(wait):
+		case <-done:
+			inflight--
+		case <-timer.C:
+		}
+		timer.Stop()
+		for drained := false; !drained; {
+			select {
+			case <-done:
+				inflight--
+			default:
+				drained = true
+			}
 		}
 	}
 }
 
 // Round runs one round (position, fan out, claim and send) and answers how
-// many deliveries it attempted.
+// many deliveries it attempted, once they are all recorded.
 func (d *Dispatcher) Round(ctx context.Context) (int, error) {
-	if err := d.fanOut(ctx); err != nil {
-		return 0, err
-	}
-	claimed, err := d.claim(ctx)
+	claimed, err := d.step(ctx, d.cfg.Batch)
 	if err != nil {
 		return 0, err
 	}
@@ -158,6 +220,14 @@ func (d *Dispatcher) Round(ctx context.Context) (int, error) {
 	}
 	wg.Wait()
 	return len(claimed), nil
+}
+
+// step positions and fans out, then claims up to n due deliveries.
+func (d *Dispatcher) step(ctx context.Context, n int) ([]claimed, error) {
+	if err := d.fanOut(ctx); err != nil {
+		return nil, err
+	}
+	return d.claim(ctx, n)
 }
 
 func (d *Dispatcher) fanOut(ctx context.Context) error {
@@ -192,22 +262,31 @@ type claimed struct {
 	attempt               int
 	nonce                 []byte
 	keyID                 string
+	prevNonce             []byte  // the rotated-out secret, during its overlap
+	prevKeyID             *string // likewise
 	event                 webhook.Event
 }
 
-func (d *Dispatcher) claim(ctx context.Context) ([]claimed, error) {
-	rows, err := d.cfg.Pool.Query(ctx, claimSQL, d.cfg.Batch, d.cfg.Lease.Seconds())
-	if err != nil {
-		return nil, fmt.Errorf("webhooks: claim: %w", err)
-	}
-	cs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimed, error) {
-		var c claimed
-		e := &c.event
-		err := r.Scan(&c.tenant, &c.endpoint, &c.pos, &c.attempt, &c.url, &c.nonce, &c.keyID,
-			&e.ID, &e.Type, &e.TokenID, &e.Operation, &e.Subject, &e.Actor, &e.From, &e.To,
-			&e.Generation, &e.OutcomeStatus, &e.Outcome, &e.At)
-		e.Position = c.pos
-		return c, err
+func (d *Dispatcher) claim(ctx context.Context, n int) ([]claimed, error) {
+	var cs []claimed
+	err := pgx.BeginFunc(ctx, d.cfg.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, claimLockSQL); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, claimSQL, n, d.cfg.Lease.Seconds(), d.cfg.EndpointConcurrency, d.cfg.TenantConcurrency)
+		if err != nil {
+			return err
+		}
+		cs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimed, error) {
+			var c claimed
+			e := &c.event
+			err := r.Scan(&c.tenant, &c.endpoint, &c.pos, &c.attempt, &c.url, &c.nonce, &c.keyID, &c.prevNonce, &c.prevKeyID,
+				&e.ID, &e.Type, &e.TokenID, &e.Operation, &e.Subject, &e.Actor, &e.From, &e.To,
+				&e.Generation, &e.OutcomeStatus, &e.Outcome, &e.At)
+			e.Position = c.pos
+			return c, err
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: claim: %w", err)
@@ -229,10 +308,16 @@ func (d *Dispatcher) deliver(ctx context.Context, c claimed) {
 	switch {
 	case sendErr == nil && status/100 == 2:
 		d.attempts.WithLabelValues("delivered").Inc()
-		_, err = d.cfg.Pool.Exec(ctx, deliveredSQL, c.tenant, c.endpoint, c.pos, c.attempt, status, ms)
+		var n int64
+		err = d.cfg.Pool.QueryRow(ctx, deliveredSQL, c.tenant, c.endpoint, c.pos, c.attempt, status, ms).Scan(&n)
+		if err == nil && n == 1 {
+			d.lag.Observe(time.Since(c.event.At).Seconds())
+		}
 	default:
 		result, msg := "refused", fmt.Sprintf("answered %d", status)
 		var st *int
+		wait := d.backoff(c.attempt)
+		gone := false
 		switch {
 		case errors.Is(sendErr, ErrAddressNotAllowed):
 			result, msg, ms = "not_allowed", ErrAddressNotAllowed.Error(), 0 // nothing about the target, its timing neither
@@ -240,11 +325,18 @@ func (d *Dispatcher) deliver(ctx context.Context, c claimed) {
 			result, msg = "error", sendErr.Error()
 		default:
 			st = &status
+			switch after, ok := retryAfter(ans.retryAfter, time.Now()); {
+			case status == 410:
+				result, gone = "gone", true
+			case (status == 429 || status == 503) && ok:
+				result, wait = "throttled", min(after, d.cfg.RetryAfterMax)
+				msg = fmt.Sprintf("answered %d, Retry-After %s", status, wait.Round(time.Second))
+			}
 		}
 		d.attempts.WithLabelValues(result).Inc()
 		var state string
 		err = d.cfg.Pool.QueryRow(ctx, failedSQL, c.tenant, c.endpoint, c.pos, c.attempt, st, msg,
-			d.backoff(c.attempt).Seconds(), d.cfg.MaxAge.Seconds(), d.cfg.DisableAfter.Seconds(), ms).Scan(&state)
+			wait.Seconds(), d.cfg.MaxAge.Seconds(), d.cfg.DisableAfter.Seconds(), ms, gone).Scan(&state)
 		if err == nil {
 			log.Warn("webhooks: delivery failed", "err", msg, "state", state)
 		}
@@ -254,19 +346,42 @@ func (d *Dispatcher) deliver(ctx context.Context, c claimed) {
 	}
 }
 
+// retryAfter reads a Retry-After header: seconds, or an HTTP date.
+func retryAfter(v string, now time.Time) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
+	}
+	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+		return time.Duration(n) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
 // attempt signs and sends c once. The body is the same on every attempt:
 // its timestamp is when the event happened; only the webhook-timestamp
 // header and the signature are the attempt's.
 func (d *Dispatcher) attempt(ctx context.Context, c claimed) (answer, error) {
-	secret, err := secret(d.cfg.Keys, c.keyID, c.tenant, c.endpoint, c.nonce)
+	secrets := make([]string, 0, 2)
+	s, err := secret(d.cfg.Keys, c.keyID, c.tenant, c.endpoint, c.nonce)
 	if err != nil {
 		return answer{}, errors.New("the endpoint's secret: its server key was retired")
+	}
+	secrets = append(secrets, s)
+	if c.prevKeyID != nil {
+		// In the rotated-out secret's overlap; one whose server key was
+		// retired since signs no more.
+		if s, err := secret(d.cfg.Keys, *c.prevKeyID, c.tenant, c.endpoint, c.prevNonce); err == nil {
+			secrets = append(secrets, s)
+		}
 	}
 	body, err := json.Marshal(webhook.Delivery{Type: "token." + c.event.Type, Timestamp: c.event.At.UTC(), Data: c.event})
 	if err != nil {
 		return answer{}, err
 	}
-	h, err := webhook.Sign(secret, c.event.ID, time.Now(), body)
+	h, err := webhook.SignAll(secrets, c.event.ID, time.Now(), body)
 	if err != nil {
 		return answer{}, err
 	}
@@ -286,30 +401,43 @@ func (d *Dispatcher) backoff(n int) time.Duration {
 	return time.Duration(rand.Int64N(int64(b)) + 1)
 }
 
-// Collectors are the dispatcher's metrics: attempts by result, and the
-// deliveries owed with the age of the oldest, read at each scrape.
+// Collectors are the dispatcher's metrics: attempts by result and the
+// delivery lag of this instance, and, read from Postgres at each scrape,
+// the deliveries owed with the age of the oldest, the parked ones and the
+// disabled endpoints.
 func (d *Dispatcher) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{d.attempts, &undelivered{pool: d.cfg.Pool,
-		count: prometheus.NewDesc("tokend_webhook_undelivered", "Webhook deliveries not yet made (pending).", nil, nil),
+	return []prometheus.Collector{d.attempts, d.lag, &undelivered{pool: d.cfg.Pool,
+		count: prometheus.NewDesc("tokend_webhook_undelivered", "Webhook deliveries not yet made (pending; parked ones are not counted).", nil, nil),
 		age: prometheus.NewDesc("tokend_webhook_undelivered_oldest_age_seconds",
-			"Age of the oldest pending webhook delivery; 0 when there is none.", nil, nil)}}
+			"Age of the oldest pending webhook delivery; 0 when there is none.", nil, nil),
+		parked: prometheus.NewDesc("tokend_webhook_parked",
+			"Webhook deliveries parked while their endpoint is disabled; they resume when it is enabled.", nil, nil),
+		disabled: prometheus.NewDesc("tokend_webhook_endpoints_disabled",
+			"Webhook endpoints disabled, by an operator, by a 410 answer, or after failing for TOKEND_WEBHOOK_DISABLE_AFTER.", nil, nil)}}
 }
 
 type undelivered struct {
-	pool       *pgxpool.Pool
-	count, age *prometheus.Desc
+	pool                         *pgxpool.Pool
+	count, age, parked, disabled *prometheus.Desc
 }
 
-func (u *undelivered) Describe(ch chan<- *prometheus.Desc) { ch <- u.count; ch <- u.age }
+func (u *undelivered) Describe(ch chan<- *prometheus.Desc) {
+	ch <- u.count
+	ch <- u.age
+	ch <- u.parked
+	ch <- u.disabled
+}
 
 func (u *undelivered) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	var n int64
+	var n, parked, disabled int64
 	var age float64
-	if err := u.pool.QueryRow(ctx, undeliveredSQL).Scan(&n, &age); err != nil {
+	if err := u.pool.QueryRow(ctx, undeliveredSQL).Scan(&n, &age, &parked, &disabled); err != nil {
 		return // left out of this scrape rather than reported wrong
 	}
 	ch <- prometheus.MustNewConstMetric(u.count, prometheus.GaugeValue, float64(n))
 	ch <- prometheus.MustNewConstMetric(u.age, prometheus.GaugeValue, age)
+	ch <- prometheus.MustNewConstMetric(u.parked, prometheus.GaugeValue, float64(parked))
+	ch <- prometheus.MustNewConstMetric(u.disabled, prometheus.GaugeValue, float64(disabled))
 }

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -24,9 +25,42 @@ import (
 var (
 	ErrNotFound       = errors.New("dispatch: no such webhook endpoint")
 	ErrInvalidRequest = errors.New("dispatch: invalid request")
-	// ErrHostNotAllowed: the URL's host is not on the allow-list.
+	// ErrHostNotAllowed: the URL's host is not one deliveries may go to.
 	ErrHostNotAllowed = errors.New("dispatch: host not allowed")
+	// ErrTooManyEndpoints: the tenant has Options.MaxEndpoints already.
+	ErrTooManyEndpoints = errors.New("dispatch: too many webhook endpoints")
 )
+
+// Defaults of Options.
+const (
+	DefaultMaxEndpoints  = 32
+	DefaultSecretOverlap = 24 * time.Hour
+)
+
+// Options are the server's rules for registering endpoints.
+type Options struct {
+	// AllowedHosts is TOKEND_WEBHOOK_ALLOWED_HOSTS, as in Config.
+	AllowedHosts []string
+	// MaxEndpoints caps a tenant's endpoints. Defaults to 32.
+	MaxEndpoints int
+	// SecretOverlap is how long a rotated-out secret keeps signing beside
+	// the new one. Defaults to 24 h.
+	SecretOverlap time.Duration
+}
+
+// Validate reports whether o is usable.
+func (o Options) Validate() error {
+	if o.MaxEndpoints < 0 || o.SecretOverlap < 0 {
+		return errors.New("dispatch: Options.MaxEndpoints and SecretOverlap must not be negative")
+	}
+	return CheckAllowedHosts(o.AllowedHosts)
+}
+
+func (o Options) withDefaults() Options {
+	o.MaxEndpoints = cmp.Or(o.MaxEndpoints, DefaultMaxEndpoints)
+	o.SecretOverlap = cmp.Or(o.SecretOverlap, DefaultSecretOverlap)
+	return o
+}
 
 // EventTypes are the event types an endpoint may ask for.
 var EventTypes = []string{"issued", "spend", "spend_fail", "lease", "takeover", "complete", "fail",
@@ -47,6 +81,9 @@ type Endpoint struct {
 	FeedPosition int64
 	FailingSince *time.Time
 	CreatedAt    time.Time
+	// PreviousSecretUntil, after a rotation, is when the secret it replaced
+	// stops signing beside the current one; nil outside an overlap.
+	PreviousSecretUntil *time.Time
 
 	nonce []byte
 	keyID string
@@ -104,10 +141,23 @@ type NewEndpoint struct {
 // secret, which is shown this once. It is offered the events from the
 // tenant's current feed position on.
 func Create(ctx context.Context, pool *pgxpool.Pool, keys *token.Keyring, allowed []string, tenant string, n NewEndpoint) (Endpoint, string, error) {
+	return CreateWith(ctx, pool, keys, Options{AllowedHosts: allowed}, tenant, n)
+}
+
+// CreateWith is Create under the server's Options: a tenant with
+// MaxEndpoints endpoints gets ErrTooManyEndpoints.
+func CreateWith(ctx context.Context, pool *pgxpool.Pool, keys *token.Keyring, o Options, tenant string, n NewEndpoint) (Endpoint, string, error) {
+	if err := o.Validate(); err != nil {
+		return Endpoint{}, "", err
+	}
+	o = o.withDefaults()
 	if err := token.CheckText("tenant", tenant, "url", n.URL); err != nil {
 		return Endpoint{}, "", fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
-	if err := CheckURL(n.URL, allowed); err != nil {
+	if len(n.URL) > maxURL {
+		return Endpoint{}, "", fmt.Errorf("%w: url: longer than %d bytes", ErrInvalidRequest, maxURL)
+	}
+	if err := CheckURL(n.URL, o.AllowedHosts); err != nil {
 		return Endpoint{}, "", err
 	}
 	types := slices.Compact(slices.Sorted(slices.Values(n.EventTypes)))
@@ -126,9 +176,45 @@ func Create(ctx context.Context, pool *pgxpool.Pool, keys *token.Keyring, allowe
 	if err != nil {
 		return Endpoint{}, "", err
 	}
-	e, err := scan(pool.QueryRow(ctx, createSQL, tenant, id, n.URL, types, nonce, keyID))
+	var e Endpoint
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, lockTenantSQL, tenant); err != nil {
+			return err
+		}
+		e, err = scan(tx.QueryRow(ctx, createSQL, tenant, id, n.URL, types, nonce, keyID, o.MaxEndpoints))
+		return err
+	})
+	if db.NoRow(err) {
+		return Endpoint{}, "", fmt.Errorf("%w: a tenant may register %d", ErrTooManyEndpoints, o.MaxEndpoints)
+	}
 	if err != nil {
 		return Endpoint{}, "", fmt.Errorf("dispatch: create: %w", err)
+	}
+	return e, s, nil
+}
+
+// maxURL bounds an endpoint's URL.
+const maxURL = 2048
+
+// RotateSecret gives an endpoint a new signing secret and answers it, shown
+// this once. For overlap (Options.SecretOverlap when 0) deliveries are
+// signed under the new secret and the one it replaces, so that receivers
+// can move to the new one; the old one is never shown again. Rotating again
+// during an overlap ends the earlier overlap.
+func RotateSecret(ctx context.Context, pool *pgxpool.Pool, keys *token.Keyring, tenant, id string, overlap time.Duration) (Endpoint, string, error) {
+	if overlap < 0 {
+		return Endpoint{}, "", fmt.Errorf("%w: overlap %v is negative", ErrInvalidRequest, overlap)
+	}
+	overlap = cmp.Or(overlap, DefaultSecretOverlap)
+	nonce := token.NewNonce()
+	keyID := keys.CurrentKeyID()
+	s, err := secret(keys, keyID, tenant, id, nonce)
+	if err != nil {
+		return Endpoint{}, "", err
+	}
+	e, err := one(scan(pool.QueryRow(ctx, rotateSQL, tenant, id, nonce, keyID, overlap.Seconds())))
+	if err != nil {
+		return Endpoint{}, "", err
 	}
 	return e, s, nil
 }
@@ -151,8 +237,9 @@ func Get(ctx context.Context, pool *pgxpool.Pool, tenant, id string) (Endpoint, 
 	return one(scan(pool.QueryRow(ctx, getSQL, tenant, id)))
 }
 
-// SetEnabled enables or disables an endpoint. Enabling clears its failure
-// run; its failed deliveries stay failed until Redeliver.
+// SetEnabled enables or disables an endpoint. Disabling parks its pending
+// deliveries; enabling clears its failure run and resumes them, each with a
+// new maximum age. Its failed deliveries stay failed until Redeliver.
 func SetEnabled(ctx context.Context, pool *pgxpool.Pool, tenant, id string, enabled bool) (Endpoint, error) {
 	return one(scan(pool.QueryRow(ctx, setEnabledSQL, tenant, id, enabled, "operator")))
 }
@@ -163,16 +250,38 @@ func Delete(ctx context.Context, pool *pgxpool.Pool, tenant, id string) (Endpoin
 }
 
 // Redeliver sends again the endpoint's failed deliveries after position
-// after, and with all also those already delivered, and answers how many.
+// after, and with all also hurries its pending ones (due now), and answers
+// how many. Delivered ones are sent again only when asked: Resend.
 func Redeliver(ctx context.Context, pool *pgxpool.Pool, tenant, id string, after int64, all bool) (int64, error) {
-	if after < 0 {
-		return 0, fmt.Errorf("%w: after %d is negative", ErrInvalidRequest, after)
+	return Resend(ctx, pool, tenant, id, Selection{After: after, All: all})
+}
+
+// Selection is which of an endpoint's deliveries Resend sends now.
+type Selection struct {
+	After     int64 // only those of events after this feed position
+	Position  int64 // when not 0, only the delivery of this position
+	All       bool  // also the pending and parked ones, hurried: due now
+	Delivered bool  // also the delivered ones
+}
+
+// Resend sends the endpoint's deliveries selected by sel now, and answers
+// how many: failed ones always, pending and parked with All, delivered
+// with Delivered; a Position selects one delivery, in any state but
+// delivered unless Delivered. On a disabled endpoint they are parked until
+// it is enabled.
+func Resend(ctx context.Context, pool *pgxpool.Pool, tenant, id string, sel Selection) (int64, error) {
+	if sel.After < 0 || sel.Position < 0 {
+		return 0, fmt.Errorf("%w: after and position must not be negative", ErrInvalidRequest)
 	}
 	if _, err := Get(ctx, pool, tenant, id); err != nil {
 		return 0, err
 	}
+	var pos *int64
+	if sel.Position != 0 {
+		pos = &sel.Position
+	}
 	var n int64
-	if err := pool.QueryRow(ctx, redeliverSQL, tenant, id, after, all).Scan(&n); err != nil {
+	if err := pool.QueryRow(ctx, redeliverSQL, tenant, id, sel.After, sel.All || pos != nil, pos, sel.Delivered).Scan(&n); err != nil {
 		return 0, fmt.Errorf("dispatch: redeliver: %w", err)
 	}
 	return n, nil
@@ -202,7 +311,7 @@ func Recent(ctx context.Context, pool *pgxpool.Pool, tenant, id string, limit in
 func scan(r pgx.Row) (Endpoint, error) {
 	var e Endpoint
 	err := r.Scan(&e.Tenant, &e.ID, &e.URL, &e.EventTypes, &e.nonce, &e.keyID, &e.Enabled,
-		&e.DisabledReason, &e.FeedPosition, &e.FailingSince, &e.CreatedAt)
+		&e.DisabledReason, &e.FeedPosition, &e.FailingSince, &e.CreatedAt, &e.PreviousSecretUntil)
 	return e, err
 }
 

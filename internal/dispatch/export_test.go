@@ -12,7 +12,7 @@ func SendWithoutRecording(ctx context.Context, d *Dispatcher) (int, error) {
 	if err := d.fanOut(ctx); err != nil {
 		return 0, err
 	}
-	cs, err := d.claim(ctx)
+	cs, err := d.claim(ctx, d.cfg.Batch)
 	for _, c := range cs {
 		_, _ = d.attempt(ctx, c)
 	}

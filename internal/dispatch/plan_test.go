@@ -32,8 +32,8 @@ func TestDispatchStatementsWalkOnlyWhatTheyNeed(t *testing.T) {
 			name, sql, args string
 			handed          int
 		}{
-			{"fan out", dispatch.FanOutSQL, "", 1},     // one row: the counts
-			{"claim", dispatch.ClaimSQL, "32, 30", 32}, // a batch of the 100 owed
+			{"fan out", dispatch.FanOutSQL, "", 1},               // one row: the counts
+			{"claim", dispatch.ClaimSQL, "32, 30, 100, 100", 32}, // a batch of the 100 owed
 		} {
 			read, got := pgtest.Explain(t, pool, mode, c.sql, c.args)
 			if got != c.handed {

@@ -1,8 +1,11 @@
 package dispatch
 
 import (
+	"cmp"
 	"errors"
+	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -15,9 +18,10 @@ import (
 // recentDeliveries is how many deliveries GET /v1/admin/webhooks/{id} shows.
 const recentDeliveries = 20
 
-// Routes serves the operator's webhook routes under /v1/admin/webhooks.
-func Routes(pool *pgxpool.Pool, keys *token.Keyring, allowedHosts []string) httpapi.Mount {
-	h := &handlers{pool: pool, keys: keys, allowed: allowedHosts}
+// Routes serves the operator's webhook routes under /v1/admin/webhooks,
+// registering endpoints under o.
+func Routes(pool *pgxpool.Pool, keys *token.Keyring, o Options) httpapi.Mount {
+	h := &handlers{pool: pool, keys: keys, opts: o}
 	return func(r httpapi.Routes) {
 		r.Operator.POST("/webhooks", h.create)
 		r.Operator.GET("/webhooks", h.list)
@@ -26,19 +30,21 @@ func Routes(pool *pgxpool.Pool, keys *token.Keyring, allowedHosts []string) http
 		r.Operator.POST("/webhooks/:id/enable", h.enable)
 		r.Operator.POST("/webhooks/:id/disable", h.disable)
 		r.Operator.POST("/webhooks/:id/redeliver", h.redeliver)
+		r.Operator.POST("/webhooks/:id/rotate-secret", h.rotate)
 	}
 }
 
 type handlers struct {
-	pool    *pgxpool.Pool
-	keys    *token.Keyring
-	allowed []string
+	pool *pgxpool.Pool
+	keys *token.Keyring
+	opts Options
 }
 
 // view is an endpoint as the API shows it; the secret only on creation.
 func view(e Endpoint) client.Webhook {
 	v := client.Webhook{ID: e.ID, URL: e.URL, EventTypes: e.EventTypes, Enabled: e.Enabled,
-		FeedPosition: e.FeedPosition, CreatedAt: e.CreatedAt, FailingSince: e.FailingSince}
+		FeedPosition: e.FeedPosition, CreatedAt: e.CreatedAt, FailingSince: e.FailingSince,
+		PreviousSecretExpiresAt: e.PreviousSecretUntil}
 	if v.EventTypes == nil {
 		v.EventTypes = []string{}
 	}
@@ -54,6 +60,8 @@ func problem(err error) error {
 		return &httpapi.Problem{Status: http.StatusNotFound, Code: "not_found", Detail: "no such webhook endpoint"}
 	case errors.Is(err, ErrInvalidRequest), errors.Is(err, ErrHostNotAllowed):
 		return &httpapi.Problem{Status: http.StatusBadRequest, Code: "invalid_request", Detail: err.Error()}
+	case errors.Is(err, ErrTooManyEndpoints):
+		return &httpapi.Problem{Status: http.StatusConflict, Code: "too_many_endpoints", Detail: err.Error()}
 	}
 	return err
 }
@@ -64,7 +72,7 @@ func (h *handlers) create(c *gin.Context) {
 		httpapi.Abort(c, err)
 		return
 	}
-	e, secret, err := Create(c.Request.Context(), h.pool, h.keys, h.allowed, httpapi.Caller(c).Tenant,
+	e, secret, err := CreateWith(c.Request.Context(), h.pool, h.keys, h.opts, httpapi.Caller(c).Tenant,
 		NewEndpoint{URL: req.URL, EventTypes: req.EventTypes})
 	if err != nil {
 		httpapi.Abort(c, problem(err))
@@ -137,10 +145,39 @@ func (h *handlers) redeliver(c *gin.Context) {
 		httpapi.Abort(c, err)
 		return
 	}
-	n, err := Redeliver(c.Request.Context(), h.pool, httpapi.Caller(c).Tenant, c.Param("id"), req.After, req.All)
+	n, err := Resend(c.Request.Context(), h.pool, httpapi.Caller(c).Tenant, c.Param("id"),
+		Selection{After: req.After, Position: req.Position, All: req.All, Delivered: req.Delivered})
 	if err != nil {
 		httpapi.Abort(c, problem(err))
 		return
 	}
 	httpapi.WriteJSON(c, http.StatusOK, client.Redelivered{Redelivered: n})
 }
+
+func (h *handlers) rotate(c *gin.Context) {
+	var req client.SecretRotation
+	if c.Request.ContentLength != 0 { // no body: the server's overlap
+		if err := httpapi.Decode(c, &req); err != nil {
+			httpapi.Abort(c, err)
+			return
+		}
+	}
+	if req.OverlapSeconds < 0 || req.OverlapSeconds > maxOverlapSeconds {
+		httpapi.Abort(c, &httpapi.Problem{Status: http.StatusBadRequest, Code: "invalid_request",
+			Detail: fmt.Sprintf("overlap_seconds: want 0 (the server's default) to %d", maxOverlapSeconds)})
+		return
+	}
+	overlap := cmp.Or(time.Duration(req.OverlapSeconds)*time.Second, h.opts.withDefaults().SecretOverlap)
+	e, secret, err := RotateSecret(c.Request.Context(), h.pool, h.keys, httpapi.Caller(c).Tenant, c.Param("id"), overlap)
+	if err != nil {
+		httpapi.Abort(c, problem(err))
+		return
+	}
+	v := view(e)
+	v.Secret = secret
+	c.Header("Cache-Control", "no-store")
+	httpapi.WriteJSON(c, http.StatusOK, v)
+}
+
+// maxOverlapSeconds bounds a rotation's overlap: a week.
+const maxOverlapSeconds = 7 * 24 * 3600

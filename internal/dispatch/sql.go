@@ -1,35 +1,75 @@
 package dispatch
 
+// lockTenantSQL serializes endpoint registrations of tenant $1, so that
+// two at once cannot both pass the cap.
+const lockTenantSQL = `SELECT pg_advisory_xact_lock(hashtextextended('tokend.webhooks:' || $1, 0))`
+
+// createSQL registers an endpoint unless tenant $1 has $7 already.
 const createSQL = `
 INSERT INTO webhook_endpoints (tenant_id, id, url, event_types, secret_nonce, secret_key_id, feed_pos)
-VALUES ($1, $2, $3, $4, $5, $6, coalesce((SELECT pos FROM event_feed_heads WHERE tenant_id = $1), 0))
+SELECT $1, $2, $3, $4, $5, $6, coalesce((SELECT pos FROM event_feed_heads WHERE tenant_id = $1), 0)
+WHERE (SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $1) < $7
 RETURNING ` + endpointColumns
 
 const endpointColumns = `tenant_id, id, url, event_types, secret_nonce, secret_key_id, enabled,
-       coalesce(disabled_reason, ''), feed_pos, failing_since, created_at`
+       coalesce(disabled_reason, ''), feed_pos, failing_since, created_at,
+       CASE WHEN prev_secret_until > now() THEN prev_secret_until END`
+
+// rotateSQL gives the endpoint the secret of nonce $3 under key $4; the one
+// it replaces keeps signing beside it for $5 seconds. One rotated earlier
+// and still in its overlap stops signing now.
+const rotateSQL = `
+UPDATE webhook_endpoints
+SET prev_secret_nonce = secret_nonce, prev_secret_key_id = secret_key_id,
+    prev_secret_until = now() + make_interval(secs => $5),
+    secret_nonce = $3, secret_key_id = $4
+WHERE tenant_id = $1 AND id = $2
+RETURNING ` + endpointColumns
 
 const listSQL = `SELECT ` + endpointColumns + ` FROM webhook_endpoints WHERE tenant_id = $1 ORDER BY created_at, id`
 
 const getSQL = `SELECT ` + endpointColumns + ` FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2`
 
+// setEnabledSQL enables or disables an endpoint. Disabling parks its
+// pending deliveries; enabling resumes its parked ones, due now, each with
+// a new maximum age.
 const setEnabledSQL = `
-UPDATE webhook_endpoints
-SET enabled = $3, disabled_reason = CASE WHEN $3 THEN NULL ELSE $4 END,
-    failing_since = CASE WHEN $3 THEN NULL ELSE failing_since END
-WHERE tenant_id = $1 AND id = $2
-RETURNING ` + endpointColumns
+WITH w AS (
+    UPDATE webhook_endpoints
+    SET enabled = $3, disabled_reason = CASE WHEN $3 THEN NULL ELSE $4 END,
+        failing_since = CASE WHEN $3 THEN NULL ELSE failing_since END
+    WHERE tenant_id = $1 AND id = $2
+    RETURNING ` + endpointColumns + `
+), p AS (
+    UPDATE webhook_deliveries d
+    SET state = CASE WHEN $3 THEN 'pending' ELSE 'parked' END, leased_until = NULL,
+        next_attempt_at = CASE WHEN $3 THEN now() ELSE d.next_attempt_at END,
+        created_at = CASE WHEN $3 THEN now() ELSE d.created_at END
+    FROM w
+    WHERE d.tenant_id = w.tenant_id AND d.endpoint_id = w.id AND d.state = CASE WHEN $3 THEN 'parked' ELSE 'pending' END
+)
+SELECT * FROM w`
 
 const deleteSQL = `DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2 RETURNING ` + endpointColumns
 
-// redeliverSQL sends again the endpoint's deliveries after position $3: the
-// failed ones, or with $4 every one, delivered or not. Each starts a new
-// maximum age.
+// redeliverSQL sends the endpoint's deliveries after position $3 (only the
+// one at $5, when given) now: the failed ones; with $4 also the pending
+// ones (hurried: due now) and parked ones; with $6 also the delivered ones.
+// A delivery sent again starts a new maximum age; a hurried one keeps its
+// own, and its lease when in flight. On a disabled endpoint they are parked
+// until it is enabled.
 const redeliverSQL = `
 WITH u AS (
-    UPDATE webhook_deliveries
-    SET state = 'pending', next_attempt_at = now(), created_at = now(), finished_at = NULL, leased_until = NULL
-    WHERE tenant_id = $1 AND endpoint_id = $2 AND pos > $3
-      AND (state = 'failed' OR ($4 AND state = 'delivered'))
+    UPDATE webhook_deliveries d
+    SET state = CASE WHEN w.enabled THEN 'pending' ELSE 'parked' END,
+        next_attempt_at = now(),
+        created_at = CASE WHEN d.state = 'pending' THEN d.created_at ELSE now() END,
+        leased_until = CASE WHEN d.state = 'pending' THEN d.leased_until END,
+        finished_at = NULL
+    FROM webhook_endpoints w
+    WHERE w.tenant_id = $1 AND w.id = $2 AND d.tenant_id = w.tenant_id AND d.endpoint_id = w.id
+      AND d.pos > $3 AND ($5::bigint IS NULL OR d.pos = $5)
+      AND (d.state = 'failed' OR ($4 AND d.state IN ('pending', 'parked')) OR ($6 AND d.state = 'delivered'))
     RETURNING 1
 )
 SELECT count(*) FROM u`
@@ -87,26 +127,59 @@ WITH ep AS (
 )
 SELECT (SELECT count(*) FROM ev), (SELECT count(*) FROM ins)`
 
-// claimSQL leases up to $1 due deliveries of enabled endpoints for $2
-// seconds, counting the attempt, and answers what sending them needs.
+// claimLockSQL serializes claims across instances, so that what each
+// endpoint and tenant has in flight is counted right; a claim is one short
+// statement.
+const claimLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('tokend.webhooks.claim', 0))`
+
+// claimSQL leases for $2 seconds up to $1 due deliveries of enabled
+// endpoints, counting the attempt, and answers what sending them needs.
+// It is fair: an endpoint has at most $3 deliveries in flight and a tenant
+// at most $4, on all instances together (leases not run out), and a batch
+// takes every tenant's first delivery before any tenant's second.
 const claimSQL = `
-WITH due AS (
-    SELECT d.tenant_id, d.endpoint_id, d.pos
-    FROM webhook_deliveries d
-    JOIN webhook_endpoints w ON w.tenant_id = d.tenant_id AND w.id = d.endpoint_id AND w.enabled
-    WHERE d.state = 'pending' AND d.next_attempt_at <= now()
-      AND (d.leased_until IS NULL OR d.leased_until <= now())
-    ORDER BY d.next_attempt_at
+WITH ep AS (
+    SELECT w.tenant_id, w.id,
+           (SELECT count(*) FROM webhook_deliveries b
+            WHERE b.tenant_id = w.tenant_id AND b.endpoint_id = w.id AND b.state = 'pending'
+              AND b.leased_until IS NOT NULL AND b.leased_until > now()) AS busy
+    FROM webhook_endpoints w
+    WHERE w.enabled
+), tb AS (
+    SELECT tenant_id, sum(busy) AS busy FROM ep GROUP BY tenant_id
+), due AS (
+    SELECT d.tenant_id, d.endpoint_id, d.pos, d.next_attempt_at, d.er, ep.busy, tb.busy AS tbusy
+    FROM ep JOIN tb ON tb.tenant_id = ep.tenant_id
+    CROSS JOIN LATERAL (
+        SELECT d.tenant_id, d.endpoint_id, d.pos, d.next_attempt_at,
+               row_number() OVER (ORDER BY d.next_attempt_at, d.pos) AS er
+        FROM webhook_deliveries d
+        WHERE d.tenant_id = ep.tenant_id AND d.endpoint_id = ep.id AND d.state = 'pending'
+          AND d.next_attempt_at <= now() AND (d.leased_until IS NULL OR d.leased_until <= now())
+        ORDER BY d.next_attempt_at, d.pos
+        LIMIT $3
+    ) d
+    WHERE d.er + ep.busy <= $3
+), ranked AS (
+    SELECT tenant_id, endpoint_id, pos, next_attempt_at,
+           tbusy + row_number() OVER (PARTITION BY tenant_id ORDER BY er, next_attempt_at, pos) AS tr
+    FROM due
+), pick AS (
+    SELECT tenant_id, endpoint_id, pos FROM ranked
+    WHERE tr <= $4
+    ORDER BY tr, next_attempt_at
     LIMIT $1
-    FOR UPDATE OF d SKIP LOCKED
 ), leased AS (
     UPDATE webhook_deliveries d
     SET leased_until = now() + make_interval(secs => $2), attempts = d.attempts + 1
-    FROM due
-    WHERE d.tenant_id = due.tenant_id AND d.endpoint_id = due.endpoint_id AND d.pos = due.pos
+    FROM pick
+    WHERE d.tenant_id = pick.tenant_id AND d.endpoint_id = pick.endpoint_id AND d.pos = pick.pos
+      AND d.state = 'pending'
     RETURNING d.tenant_id, d.endpoint_id, d.pos, d.attempts
 )
 SELECT l.tenant_id, l.endpoint_id, l.pos, l.attempts, w.url, w.secret_nonce, w.secret_key_id,
+       CASE WHEN w.prev_secret_until > now() THEN w.prev_secret_nonce END,
+       CASE WHEN w.prev_secret_until > now() THEN w.prev_secret_key_id END,
        e.event_id, e.kind, e.token_id, coalesce(e.operation, ''), coalesce(e.subject, ''), e.actor,
        e.from_state, e.to_state, e.generation, e.outcome_status, e.outcome_body, e.at
 FROM leased l
@@ -136,13 +209,19 @@ WITH d AS (
 SELECT count(*) FROM d`
 
 // failedSQL records a failed attempt $4: the delivery waits $7 seconds for
-// the next, or fails for good past the maximum age ($8 seconds); an
-// endpoint failing for longer than $9 seconds is disabled.
+// the next, or fails for good past the maximum age ($8 seconds). The
+// endpoint is disabled, its pending deliveries parked, when it answered
+// 410 Gone ($11) or has failed for longer than $9 seconds.
 const failedSQL = `
-WITH d AS (
+WITH w0 AS (
+    SELECT enabled AND ($11 OR coalesce(failing_since, now()) <= now() - make_interval(secs => $9)) AS off,
+           coalesce(failing_since, now()) AS since
+    FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2
+), d AS (
     UPDATE webhook_deliveries
-    SET state = CASE WHEN created_at <= now() - make_interval(secs => $8) THEN 'failed' ELSE 'pending' END,
-        finished_at = CASE WHEN created_at <= now() - make_interval(secs => $8) THEN now() END,
+    SET state = CASE WHEN (SELECT off FROM w0) THEN 'parked'
+                     WHEN created_at <= now() - make_interval(secs => $8) THEN 'failed' ELSE 'pending' END,
+        finished_at = CASE WHEN NOT (SELECT off FROM w0) AND created_at <= now() - make_interval(secs => $8) THEN now() END,
         next_attempt_at = now() + make_interval(secs => $7),
         leased_until = NULL
     WHERE tenant_id = $1 AND endpoint_id = $2 AND pos = $3 AND attempts = $4 AND state = 'pending'
@@ -152,17 +231,25 @@ WITH d AS (
     VALUES ($1, $2, $3, $4, $5, $6, $10)
 ), w AS (
     UPDATE webhook_endpoints
-    SET failing_since = coalesce(failing_since, now()),
-        enabled = enabled AND coalesce(failing_since, now()) > now() - make_interval(secs => $9),
-        disabled_reason = CASE WHEN enabled AND coalesce(failing_since, now()) <= now() - make_interval(secs => $9)
-                               THEN 'every delivery failed since ' || to_char(failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
-                               ELSE disabled_reason END
+    SET failing_since = (SELECT since FROM w0),
+        enabled = enabled AND NOT (SELECT off FROM w0),
+        disabled_reason = CASE WHEN NOT (SELECT off FROM w0) THEN disabled_reason
+                               WHEN $11 THEN 'the endpoint answered 410 Gone at ' || to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+                               ELSE 'every delivery failed since ' || to_char((SELECT since FROM w0) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') END
     WHERE tenant_id = $1 AND id = $2
+), p AS (
+    UPDATE webhook_deliveries
+    SET state = 'parked', leased_until = NULL
+    WHERE tenant_id = $1 AND endpoint_id = $2 AND pos <> $3 AND state = 'pending' AND (SELECT off FROM w0)
 )
 SELECT coalesce((SELECT state FROM d), '')`
 
-// undeliveredSQL is what the metrics report: deliveries still owed, and the
-// age of the oldest.
+// undeliveredSQL is what the metrics report, read at each scrape: the
+// deliveries still owed (pending; parked ones are not lag), the age of the
+// oldest by its event's time, the parked ones and the disabled endpoints.
 const undeliveredSQL = `
-SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
-FROM webhook_deliveries WHERE state = 'pending'`
+SELECT count(*) FILTER (WHERE state = 'pending'),
+       coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE state = 'pending')), 0)::float8,
+       count(*) FILTER (WHERE state = 'parked'),
+       (SELECT count(*) FROM webhook_endpoints WHERE NOT enabled)
+FROM webhook_deliveries WHERE state IN ('pending', 'parked')`

@@ -37,7 +37,7 @@ func TestWebhookRoutes(t *testing.T) {
 	}))
 	defer receiver.Close()
 	a := newAPI(t, func(c *httpapi.Config) {
-		c.Mounts = append(c.Mounts, dispatch.Routes(c.Pool, keys, []string{"127.0.0.1"}))
+		c.Mounts = append(c.Mounts, dispatch.Routes(c.Pool, keys, dispatch.Options{AllowedHosts: []string{"127.0.0.1"}}))
 	})
 	op := a.operator()
 
@@ -93,12 +93,40 @@ func TestWebhookRoutes(t *testing.T) {
 			t.Errorf("POST %s = %d %s", step.path, res.status, res.body)
 		}
 	}
-	res = a.post(op, "/v1/admin/webhooks/"+created.ID+"/redeliver", `{"all":true}`)
-	var re struct{ Redelivered int64 }
-	loose(t, res.body, &re)
-	if res.status != http.StatusOK || re.Redelivered != 1 {
-		t.Errorf("redeliver all = %d %s, want 1", res.status, res.body)
+	for _, c := range []struct {
+		body string
+		want int64
+	}{
+		{`{"all":true}`, 0}, // what is delivered is sent again only when asked
+		{`{"all":true,"delivered":true}`, 1},
+	} {
+		res = a.post(op, "/v1/admin/webhooks/"+created.ID+"/redeliver", c.body)
+		var re struct{ Redelivered int64 }
+		loose(t, res.body, &re)
+		if res.status != http.StatusOK || re.Redelivered != c.want {
+			t.Errorf("redeliver %s = %d %s, want %d", c.body, res.status, res.body, c.want)
+		}
 	}
+	wantProblem(t, a.post(op, "/v1/admin/webhooks/"+created.ID+"/redeliver", `{"after":-1}`), http.StatusBadRequest, "invalid_request")
+	wantProblem(t, a.post(op, "/v1/admin/webhooks/"+created.ID+"/redeliver", `{"position":-5}`), http.StatusBadRequest, "invalid_request")
+
+	// A rotation shows the new secret once; the old one is never shown.
+	res = a.post(op, "/v1/admin/webhooks/"+created.ID+"/rotate-secret", `{"overlap_seconds":60}`)
+	var rotated struct {
+		Secret  string
+		Expires *time.Time `json:"previous_secret_expires_at"`
+	}
+	loose(t, res.body, &rotated)
+	if res.status != http.StatusOK || !strings.HasPrefix(rotated.Secret, "whsec_") || rotated.Secret == created.Secret || rotated.Expires == nil {
+		t.Errorf("rotate-secret = %d %s", res.status, res.body)
+	}
+	if res := a.get(op, "/v1/admin/webhooks/"+created.ID); strings.Contains(string(res.body), created.Secret) || strings.Contains(string(res.body), rotated.Secret) {
+		t.Errorf("GET after a rotation shows a secret: %s", res.body)
+	}
+	for _, body := range []string{`{"overlap_seconds":-1}`, `{"overlap_seconds":99999999}`, `{"overlap_seconds":"1h"}`, `{"x":1}`} {
+		wantProblem(t, a.post(op, "/v1/admin/webhooks/"+created.ID+"/rotate-secret", body), http.StatusBadRequest, "invalid_request")
+	}
+	wantProblem(t, a.post(a.key("other", apikey.Operator), "/v1/admin/webhooks/"+created.ID+"/rotate-secret", `{}`), http.StatusNotFound, "not_found")
 
 	other := a.key("other", apikey.Operator)
 	wantProblem(t, a.get(other, "/v1/admin/webhooks/"+created.ID), http.StatusNotFound, "not_found")
@@ -124,7 +152,7 @@ func TestWebhookCreateRefusesBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := newAPI(t, func(c *httpapi.Config) {
-		c.Mounts = append(c.Mounts, dispatch.Routes(c.Pool, keys, []string{"hooks.example"}))
+		c.Mounts = append(c.Mounts, dispatch.Routes(c.Pool, keys, dispatch.Options{AllowedHosts: []string{"hooks.example"}}))
 	})
 	for _, body := range []string{
 		`{}`, `{"url":"ftp://hooks.example/"}`, `{"url":"https://elsewhere.example/"}`,

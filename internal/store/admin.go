@@ -16,7 +16,8 @@ const LockStateSQL = `SELECT ` + inspect.StateExpr + ` FROM tokens WHERE tenant_
 // token is gone, in batches of $1, a Sweep's two forms. Only positioned
 // events go (the walk is of event_positions): one still waiting for its
 // position has not been offered to the feed yet; nor do events a webhook
-// delivery still owes, or that an enabled endpoint has yet to be offered.
+// delivery still owes (pending, or parked while its endpoint is disabled),
+// or that an enabled endpoint has yet to be offered.
 // A live token keeps its whole trail, which its operator record shows.
 var DeleteEvents = Sweep{All: fmt.Sprintf(deleteEventsText, ""), Tenant: fmt.Sprintf(deleteEventsText, "p.tenant_id = $3 AND")}
 
@@ -46,7 +47,7 @@ WITH due AS (
     WHERE %s p.at < now() - make_interval(secs => $2)
       AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.tenant_id = p.tenant_id AND t.id = p.token_id)
       AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d
-                      WHERE d.tenant_id = p.tenant_id AND d.pos = p.pos AND d.state = 'pending')
+                      WHERE d.tenant_id = p.tenant_id AND d.pos = p.pos AND d.state IN ('pending', 'parked'))
       AND NOT EXISTS (SELECT 1 FROM webhook_endpoints w
                       WHERE w.tenant_id = p.tenant_id AND w.enabled AND w.feed_pos < p.pos)
     LIMIT $1
