@@ -244,15 +244,26 @@ func (d *Dispatcher) fanOut(ctx context.Context) error {
 			return err
 		}
 	}
-	for {
-		var seen, offered int64
-		if err := d.cfg.Pool.QueryRow(ctx, fanOutSQL).Scan(&seen, &offered); err != nil {
-			return fmt.Errorf("webhooks: fan out: %w", err)
-		}
-		if seen == 0 {
-			return nil
+	rows, err = d.cfg.Pool.Query(ctx, behindSQL)
+	if err != nil {
+		return fmt.Errorf("webhooks: fan out: %w", err)
+	}
+	behind, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Tenant, ID string }])
+	if err != nil {
+		return fmt.Errorf("webhooks: fan out: %w", err)
+	}
+	for _, ep := range behind {
+		for {
+			var seen, offered int64
+			if err := d.cfg.Pool.QueryRow(ctx, fanOutSQL, ep.Tenant, ep.ID).Scan(&seen, &offered); err != nil {
+				return fmt.Errorf("webhooks: fan out: %w", err)
+			}
+			if seen < fanOutBatch {
+				break
+			}
 		}
 	}
+	return nil
 }
 
 // claimed is a delivery this dispatcher holds the lease of.

@@ -21,8 +21,10 @@ func SendWithoutRecording(ctx context.Context, d *Dispatcher) (int, error) {
 
 // Statements for plan tests.
 var (
-	FanOutSQL = fanOutSQL
-	ClaimSQL  = claimSQL
+	FanOutSQL      = fanOutSQL
+	ClaimSQL       = claimSQL
+	BehindSQL      = behindSQL
+	UndeliveredSQL = undeliveredSQL
 )
 
 // WithTestNetwork makes cfg's dispatcher resolve names with lookup instead

@@ -88,16 +88,29 @@ LIMIT $3`
 
 const tenantsSQL = `SELECT DISTINCT tenant_id FROM webhook_endpoints WHERE enabled`
 
-// fanOutSQL offers every enabled endpoint the events after its feed
-// position, up to 1000 each, as event/sql.go's readSQL reads a page (a
+// behindSQL is the enabled endpoints whose feed position is behind their
+// tenant's feed head: what a round fans out, none when idle. It reads the
+// endpoints and the heads only, however many deliveries there are.
+const behindSQL = `
+SELECT w.tenant_id, w.id FROM webhook_endpoints w
+JOIN event_feed_heads h ON h.tenant_id = w.tenant_id
+WHERE w.enabled AND h.pos > w.feed_pos`
+
+// fanOutBatch is the most events one fan-out statement offers an endpoint.
+const fanOutBatch = 500
+
+// fanOutSQL offers endpoint $2 of tenant $1 the events after its feed
+// position, up to fanOutBatch, as event/sql.go's readSQL reads a page (a
 // constant LIMIT and OFFSET 0, so that even a generic plan looks each event
-// up by its key), as deliveries of the types it takes, and moves
-// its position past all of them. An endpoint another dispatcher is fanning
-// out is skipped.
+// up by its key), as deliveries of the types it takes, and moves its
+// position past all of them. One endpoint at a time keeps the plan's cost
+// to one endpoint's page, so it stays under jit_above_cost whatever the
+// number of endpoints or deliveries. An endpoint another dispatcher is
+// fanning out is skipped.
 const fanOutSQL = `
 WITH ep AS (
     SELECT tenant_id, id, feed_pos, event_types FROM webhook_endpoints
-    WHERE enabled
+    WHERE tenant_id = $1 AND id = $2 AND enabled
     FOR UPDATE SKIP LOCKED
 ), ev AS (
     SELECT ep.tenant_id, ep.id AS endpoint_id, e.pos, e.event_id, e.kind, ep.event_types
@@ -106,7 +119,7 @@ WITH ep AS (
         FROM (SELECT pos, token_id, seq FROM event_positions
               WHERE tenant_id = ep.tenant_id AND pos > ep.feed_pos
               ORDER BY pos
-              LIMIT 1000) p
+              LIMIT 500) p -- fanOutBatch
         CROSS JOIN LATERAL (
             SELECT event_id, kind FROM token_events e
             WHERE e.tenant_id = ep.tenant_id AND e.token_id = p.token_id AND e.seq = p.seq
