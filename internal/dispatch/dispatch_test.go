@@ -86,7 +86,7 @@ func (c *consumer) effects() int64 {
 	return n
 }
 
-func keyring(t *testing.T) *token.Keyring {
+func keyring(t testing.TB) *token.Keyring {
 	k, err := token.NewKeyring("dispatch-test-key-0123456789abcdefghijkl")
 	if err != nil {
 		t.Fatal(err)
