@@ -51,7 +51,9 @@ func (c *Cache) GetOrLoad(ctx context.Context, tenant, id string, load func(cont
 	key := c.tokenKey(tenant, id)
 	return shared(ctx, &c.flights, key, func(ctx context.Context) (token.Record, error) {
 		began, epoch := time.Now(), c.local.epoch(tenant, id)
-		if rec, ok := c.readToken(ctx, tenant, id, epoch); ok {
+		if c.changing.has(key) {
+			c.observe(kindToken, resultSkipped)
+		} else if rec, ok := c.readToken(ctx, tenant, id, epoch); ok {
 			return rec, nil
 		}
 		rec, err := load(ctx)
@@ -59,6 +61,11 @@ func (c *Cache) GetOrLoad(ctx context.Context, tenant, id string, load func(cont
 			return shown(rec), err
 		}
 		rec = shown(rec)
+		if !settled(rec) {
+			c.changing.mark(key)
+			return rec, nil
+		}
+		c.changing.forget(key)
 		if fresh(began, c.cfg.TokenTTL) {
 			c.fillToken(ctx, tenant, id, rec)
 		}
@@ -95,8 +102,9 @@ func (c *Cache) servable(rec token.Record) bool {
 // or tombstone is there. The entry lives no longer than the row is sure to.
 func (c *Cache) fillToken(ctx context.Context, tenant, id string, rec token.Record) {
 	v, ok := version(rec.State, rec.Generation)
-	// A record of another token would be served under this one's key.
-	if !ok || rec.Tenant != tenant || rec.ID != id {
+	// A record of another token would be served under this one's key. A
+	// token that may still change is never cached (see settled).
+	if !ok || rec.Tenant != tenant || rec.ID != id || !settled(rec) {
 		return
 	}
 	ttl := min(c.cfg.TokenTTL, rec.RetainUntil.Add(-purgeMargin).Sub(c.now()))
@@ -173,7 +181,7 @@ func (c *Cache) readToken(ctx context.Context, tenant, id string, epoch uint64) 
 		c.garbage(ctx, kindToken, key, raw)
 		return token.Record{}, false
 	}
-	if !c.servable(rec) {
+	if !settled(rec) || !c.servable(rec) {
 		c.observe(kindToken, resultMiss)
 		return token.Record{}, false
 	}
@@ -202,6 +210,16 @@ func (c *Cache) localToken(tenant, id string) (token.Record, bool) {
 	}
 	return rec, ok
 }
+
+// settled reports whether rec is in a state no token leaves (consumed,
+// failed, revoked, expired), the only records Redis is believed about. An
+// entry of such a record cannot be older than a change, for there is none
+// after it: a Redis that lost writes or deletes (a failover, a restart
+// from an old snapshot, a dropped tombstone) can at worst hold fewer of
+// them. A token that may still change is read from Postgres every time;
+// an entry of one, written by an earlier version of tokend or restored
+// from a snapshot, is a miss however authentic.
+func settled(rec token.Record) bool { return rec.State.Terminal() }
 
 func hasVersion(rec token.Record, v int64) bool {
 	rv, ok := version(rec.State, rec.Generation)
