@@ -49,29 +49,40 @@ func (c *Cache) GetOrLoad(ctx context.Context, tenant, id string, load func(cont
 		return rec, nil
 	}
 	key := c.tokenKey(tenant, id)
+	if c.changing.has(key) {
+		// Redis cannot answer, and a load shared with other callers would
+		// only queue them: load as without a cache.
+		c.observe(kindToken, resultSkipped)
+		return c.loadToken(ctx, tenant, id, key, time.Now(), c.local.epoch(tenant, id), load)
+	}
 	return shared(ctx, &c.flights, key, func(ctx context.Context) (token.Record, error) {
 		began, epoch := time.Now(), c.local.epoch(tenant, id)
-		if c.changing.has(key) {
-			c.observe(kindToken, resultSkipped)
-		} else if rec, ok := c.readToken(ctx, tenant, id, epoch); ok {
+		if rec, ok := c.readToken(ctx, tenant, id, epoch); ok {
 			return rec, nil
 		}
-		rec, err := load(ctx)
-		if err != nil {
-			return shown(rec), err
-		}
-		rec = shown(rec)
-		if !settled(rec) {
-			c.changing.mark(key)
-			return rec, nil
-		}
-		c.changing.forget(key)
-		if fresh(began, c.cfg.TokenTTL) {
-			c.fillToken(ctx, tenant, id, rec)
-		}
-		c.keep(tenant, id, rec, epoch)
-		return rec, nil
+		return c.loadToken(ctx, tenant, id, key, began, epoch, load)
 	})
+}
+
+// loadToken loads tenant's token id, for a read that began at began and
+// epoch, and caches it if it is settled; if not, its next reads skip Redis
+// for a moment (changing).
+func (c *Cache) loadToken(ctx context.Context, tenant, id, key string, began time.Time, epoch uint64, load func(context.Context) (token.Record, error)) (token.Record, error) {
+	rec, err := load(ctx)
+	if err != nil {
+		return shown(rec), err
+	}
+	rec = shown(rec)
+	if !settled(rec) {
+		c.changing.mark(key)
+		return rec, nil
+	}
+	c.changing.forget(key)
+	if fresh(began, c.cfg.TokenTTL) {
+		c.fillToken(ctx, tenant, id, rec)
+	}
+	c.keep(tenant, id, rec, epoch)
+	return rec, nil
 }
 
 // fresh reports whether a read that began at began may still fill an entry
