@@ -3,9 +3,11 @@
 //
 // It is bound to intents: Issue needs the caller's intent ID and never makes
 // one up, and every retry of one call sends the same Idempotency-Key and the
-// same body bytes. It retries, a bounded number of times with exponential
-// backoff and jitter and honouring Retry-After, what is safe and transient:
-// network errors before an answer, 409 in_progress, 429, 502, 503 and 504.
+// same body bytes. It retries, within a time budget (15 s by default, so a
+// restart or a rolling deploy of several seconds is ridden out), with
+// exponential backoff and jitter and honouring Retry-After, what is safe and
+// transient: network errors before an answer (a connection refused while
+// tokend restarts), 409 in_progress, 429, 502, 503 and 504.
 // It never retries other answers, and in particular not 409 outcome_unknown:
 // that outcome is for an operator to reconcile, so it comes back as an error
 // matching ErrOutcomeUnknown.
@@ -49,13 +51,22 @@ type Retry struct {
 	// included; 1 turns retries off.
 	Attempts int
 	// Base is the first backoff; each retry doubles it, up to Max. The wait
-	// is drawn at random up to the backoff (full jitter), or is the answer's
-	// Retry-After when that is longer.
+	// is drawn at random between half the backoff and the backoff (equal
+	// jitter: spread, yet always a wait, so that a server restarting is
+	// given time), or is the answer's Retry-After when that is longer.
 	Base, Max time.Duration
+	// Budget bounds the time from the call's first attempt after which no
+	// retry starts: a wait that would end past it is not begun. Zero means
+	// no bound but Attempts (and the call's context).
+	Budget time.Duration
 }
 
-// DefaultRetry is the retry policy of a Client made without WithRetry.
-var DefaultRetry = Retry{Attempts: 5, Base: 100 * time.Millisecond, Max: 5 * time.Second}
+// DefaultRetry is the retry policy of a Client made without WithRetry: up
+// to 15 s of retries, 100 ms doubling to 2 s between them, so that a call
+// made while tokend restarts (1–2 s here, more under a rolling deploy
+// behind a balancer) is answered once it is back. The waits alone add up
+// to at least 7 s over the first 12 attempts.
+var DefaultRetry = Retry{Attempts: 30, Base: 100 * time.Millisecond, Max: 2 * time.Second, Budget: 15 * time.Second}
 
 // Option configures a Client.
 type Option func(*Client)
@@ -132,6 +143,7 @@ func newCall(method, path string, body any) (call, error) {
 // *Problem or a transport error.
 func (c *Client) do(ctx context.Context, cl call, accept func(answer) bool) (answer, error) {
 	var last error
+	start := time.Now()
 	for attempt := 0; ; attempt++ {
 		a, err, wait, retry := c.attempt(ctx, cl, accept)
 		if !retry || attempt+1 >= c.retry.Attempts {
@@ -139,6 +151,9 @@ func (c *Client) do(ctx context.Context, cl call, accept func(answer) bool) (ans
 		}
 		last = err
 		d := c.backoff(attempt, wait)
+		if c.retry.Budget > 0 && time.Since(start)+d > c.retry.Budget {
+			return answer{}, last // out of budget: what the server said last
+		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
 			// The wait would outlast the caller's deadline: give up now
 			// with what the server said.
@@ -214,8 +229,9 @@ func retryable(resp *http.Response, p *Problem) bool {
 	return false
 }
 
-// backoff is the wait before retry attempt+1: full jitter over an
-// exponential bound, or the server's Retry-After when that is longer.
+// backoff is the wait before retry attempt+1: equal jitter over an
+// exponential bound (from half the bound to the bound), or the server's
+// Retry-After when that is longer.
 func (c *Client) backoff(attempt int, retryAfter time.Duration) time.Duration {
 	bound := c.retry.Base << min(attempt, 30)
 	if bound <= 0 || (c.retry.Max > 0 && bound > c.retry.Max) {
@@ -223,7 +239,7 @@ func (c *Client) backoff(attempt int, retryAfter time.Duration) time.Duration {
 	}
 	var d time.Duration
 	if bound > 0 {
-		d = rand.N(bound + 1)
+		d = bound/2 + rand.N(bound/2+1)
 	}
 	return max(d, retryAfter)
 }

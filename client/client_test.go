@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -305,4 +306,119 @@ func TestLease(t *testing.T) {
 
 func contextWithTimeout(t *testing.T, d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(t.Context(), d)
+}
+
+// TestDefaultRetryRidesOutARestart: tokend goes away for 3 s (its listener
+// closed: connections refused, as during a restart) right before a spend.
+// With the default policy the spend is answered once tokend is back, every
+// attempt the same bytes, and the account is credited once. The policy of
+// before (5 attempts, about 0.75 s of waits) gave up while it was down.
+func TestDefaultRetryRidesOutARestart(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	k := tokentest.New(t, tokentest.Options{Pool: pool})
+	srv, err := httpapi.New(httpapi.Config{
+		Pool: pool, Issuer: k.Issuer, Spender: k.Spender,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Mounts: []httpapi.Mount{ledgerapi.Mount(pool)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := contract.Handler(t, srv)
+	_, key, err := apikey.Create(t.Context(), pool, "acme", apikey.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	first := &http.Server{Handler: h}
+	go first.Serve(ln)
+	w := &wire{}
+	c, err := client.New("http://"+addr, key, client.WithHTTPClient(&http.Client{Transport: w}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := map[string]any{"account": "acct-r", "amount": 7}
+	tok, err := c.Issue(t.Context(), client.IssueRequest{IntentID: "restart-1", Operation: "ledger.credit", Subject: "u", TTLSeconds: 600, Payload: payload})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	const down = 3 * time.Second
+	first.Close()
+	began := time.Now()
+	back := make(chan *http.Server, 1)
+	go func() {
+		time.Sleep(down)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Errorf("listen again on %s: %v", addr, err)
+			back <- nil
+			return
+		}
+		second := &http.Server{Handler: h}
+		back <- second
+		_ = second.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		if s := <-back; s != nil {
+			s.Close()
+		}
+	})
+	before := len(w.requests())
+	out, err := c.Spend(t.Context(), client.SpendRequest{Token: tok.Token, Operation: "ledger.credit", Subject: "u", Payload: payload})
+	if err != nil {
+		t.Fatalf("spend across a %s restart: %v (after %s)", down, err, time.Since(began))
+	}
+	if out.Status != http.StatusOK || out.State != client.Consumed {
+		t.Errorf("spend = %+v", out)
+	}
+	if took := time.Since(began); took < down {
+		t.Errorf("answered after %s, before tokend was back", took)
+	}
+	reqs := w.requests()[before:]
+	if len(reqs) < 2 {
+		t.Fatalf("%d attempts, want retries", len(reqs))
+	}
+	for _, r := range reqs[1:] {
+		if r.path != reqs[0].path || !bytes.Equal(r.body, reqs[0].body) {
+			t.Errorf("a retry differs from the first attempt:\n%+v\n%+v", reqs[0], r)
+		}
+	}
+	acct, err := c.Account(t.Context(), "acct-r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if acct.Balance != 7 {
+		t.Errorf("balance = %d, want 7: one effect", acct.Balance)
+	}
+}
+
+// TestRetryBudget: past Budget no retry starts, however many attempts are
+// left; the call ends with what the server said last.
+func TestRetryBudget(t *testing.T) {
+	t.Parallel()
+	ts := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+		rw.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer ts.Close()
+	w := &wire{}
+	c, err := client.New(ts.URL, "k", client.WithHTTPClient(&http.Client{Transport: w}),
+		client.WithRetry(client.Retry{Attempts: 1000, Base: 20 * time.Millisecond, Max: 40 * time.Millisecond, Budget: 300 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Stats(t.Context())
+	var p *client.Problem
+	if !errors.As(err, &p) || p.Status != http.StatusServiceUnavailable {
+		t.Errorf("err = %v, want the 503", err)
+	}
+	// Waits of 10–40 ms within 300 ms: several attempts, far from 1000.
+	if n := len(w.requests()); n < 3 || n > 40 {
+		t.Errorf("%d attempts in a 300 ms budget", n)
+	}
 }

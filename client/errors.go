@@ -102,6 +102,12 @@ var (
 	ErrIntentKeyRetired = code("intent_key_retired")
 	// ErrPayloadTooLarge: the request body is over the server's bound.
 	ErrPayloadTooLarge = code("payload_too_large")
+	// ErrUnsupportedMediaType: the body was sent with a Content-Type other
+	// than application/json, or encoded (Content-Encoding).
+	ErrUnsupportedMediaType = code("unsupported_media_type")
+	// ErrHeadersTooLarge: the request line and headers (a long path
+	// included) are over the server's bound.
+	ErrHeadersTooLarge = code("headers_too_large")
 	// ErrIdempotencyKeyReused: the intent ID was used for a different request.
 	ErrIdempotencyKeyReused = code("idempotency_key_reused")
 	// ErrPayloadMismatch: the payload differs from the one the token was issued for.
@@ -127,6 +133,7 @@ func Sentinels() map[string]error {
 		ErrReportConflict, ErrBuiltinOperation, ErrOperationInUse, ErrTokenExpired, ErrTokenRevoked,
 		ErrTokenKeyRetired, ErrIntentKeyRetired, ErrPayloadTooLarge, ErrIdempotencyKeyReused,
 		ErrPayloadMismatch, ErrRateLimited, ErrInternal, ErrUnavailable, ErrOperationChanging,
+		ErrUnsupportedMediaType, ErrHeadersTooLarge,
 	} {
 		m[e.(*sentinel).code] = e
 	}

@@ -3,9 +3,12 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -59,18 +62,29 @@ func (c dbConfig) connect(ctx context.Context) (*pgx.Conn, error) {
 // applyMigrations applies the schema on a session of its own, waiting at
 // most MigrationLockTimeout for a lock another process holds, and says how
 // many migrations it applied.
+//
+// It first checks that the session URL keeps a session (checkSession):
+// migrations and LISTEN need one, and a transaction-pooling proxy that
+// seems to work at start fails requests later.
 func (c dbConfig) applyMigrations(ctx context.Context) (int, error) {
+	if err := c.checkSession(ctx); err != nil {
+		return 0, err
+	}
 	cc, err := db.ConnConfig(c.sessionURL())
 	if err != nil {
 		return 0, fmt.Errorf("migrations: %w", err)
 	}
 	timeout := cmp.Or(c.MigrationLockTimeout, defaultMigrationLockTimeout)
-	cc.RuntimeParams["lock_timeout"] = strconv.FormatInt(timeout.Milliseconds(), 10)
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return 0, fmt.Errorf("migrations: connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	// Set on the session, not as a startup parameter, which a pooler may
+	// refuse (PgBouncer: "unsupported startup parameter").
+	if _, err := conn.Exec(ctx, "SET lock_timeout = "+strconv.FormatInt(timeout.Milliseconds(), 10)); err != nil {
+		return 0, fmt.Errorf("migrations: set lock_timeout: %w", err)
+	}
 	var n int
 	for _, set := range []migrations.Set{migrations.Schema, ledger.Migrations} {
 		var applied int
@@ -81,10 +95,145 @@ func (c dbConfig) applyMigrations(ctx context.Context) (int, error) {
 		}
 	}
 	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == pgerrcode.LockNotAvailable {
-		return n, fmt.Errorf("migrations: waited %s (TOKEND_MIGRATION_LOCK_TIMEOUT) for a lock another session holds: "+
-			"another tokend migrating, or a session left holding the migration lock (through a transaction-pooling proxy, set TOKEND_DATABASE_SESSION_URL): %w", timeout, err)
+		return n, fmt.Errorf("migrations: waited %s (TOKEND_MIGRATION_LOCK_TIMEOUT) for a lock another session holds (%s): "+
+			"another tokend migrating, or a session left holding it; end that session (pg_terminate_backend) or wait: %w", timeout, lockHolders(ctx, cc), err)
 	}
 	return n, err
+}
+
+// lockHolders says which other sessions of the database hold the locks a
+// migration can wait for (advisory locks, and locks on tables), on a
+// connection of its own: the migration's may be in a failed transaction.
+func lockHolders(ctx context.Context, cc *pgx.ConnConfig) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return "could not ask who: " + err.Error()
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, sqlLockHolders)
+	if err != nil {
+		return "could not ask who: " + err.Error()
+	}
+	var held []string
+	for rows.Next() {
+		var (
+			pid                int32
+			app, client, state string
+			forSeconds         int64
+			locks              string
+		)
+		if err := rows.Scan(&pid, &app, &client, &state, &forSeconds, &locks); err != nil {
+			return "could not ask who: " + err.Error()
+		}
+		held = append(held, fmt.Sprintf("pid %d, application_name %q, client %s, %s for %ds, holding %s", pid, app, client, state, forSeconds, locks))
+	}
+	if err := rows.Err(); err != nil {
+		return "could not ask who: " + err.Error()
+	}
+	if len(held) == 0 {
+		return "none holds one now"
+	}
+	return "held by " + strings.Join(held, "; ")
+}
+
+// sqlLockHolders lists, oldest transaction first, the other sessions of
+// the current database holding an advisory lock (tern's migration lock is
+// one) or a lock on a table, with what pg_stat_activity says of them.
+const sqlLockHolders = `
+SELECT a.pid, coalesce(a.application_name, ''), coalesce(host(a.client_addr), 'local'),
+       coalesce(a.state, ''), coalesce(extract(epoch FROM now() - coalesce(a.xact_start, a.backend_start))::bigint, 0),
+       string_agg(DISTINCT CASE WHEN l.locktype = 'advisory' THEN 'an advisory lock'
+                                ELSE l.mode || ' on ' || l.relation::regclass::text END, ', ')
+FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.granted AND l.pid <> pg_backend_pid() AND a.datname = current_database()
+  AND (l.locktype = 'advisory' OR (l.locktype = 'relation' AND l.relation >= 16384))
+GROUP BY a.pid, a.application_name, a.client_addr, a.state, a.xact_start, a.backend_start
+ORDER BY coalesce(a.xact_start, a.backend_start)
+LIMIT 5`
+
+// errNoSession is why tokend refuses to start on a connection that does
+// not keep a session.
+var errNoSession = errors.New("does not keep session state between transactions, as a pooler in transaction mode (PgBouncer's pool_mode = transaction) does")
+
+// checkSession checks that the session URL keeps a session: a setting made
+// on one connection is still there on its next statement, on the same
+// backend, while another connection holds a transaction open (a pooler in
+// transaction mode hands a freed backend to the next transaction, and the
+// connection's next statement to another). A pooler that does not keep
+// session state would pass a first glance and then fail requests (a
+// prepared statement, an advisory lock, LISTEN on another backend), so
+// tokend refuses to start instead, in one line naming the setting.
+func (c dbConfig) checkSession(ctx context.Context) error {
+	err := keepsSession(ctx, c.sessionURL())
+	if !errors.Is(err, errNoSession) {
+		return err
+	}
+	if c.Pooling == poolingTransaction {
+		return fmt.Errorf("TOKEND_DATABASE_SESSION_URL %w; with TOKEND_DATABASE_POOLING=transaction it must reach Postgres directly or through session pooling", err)
+	}
+	return fmt.Errorf("TOKEND_DATABASE_URL %w; set TOKEND_DATABASE_POOLING=transaction, and TOKEND_DATABASE_SESSION_URL to a direct or session-pooled URL", err)
+}
+
+// keepsSession returns errNoSession when connections to url do not keep
+// their session, nil when they do, or the error that kept it from telling.
+func keepsSession(ctx context.Context, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	cc, err := db.ConnConfig(url)
+	if err != nil {
+		return err
+	}
+	// The simple protocol: no prepared statement that a pooler could lose
+	// and turn into another error than the one looked for.
+	cc.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	a, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	defer a.Close(context.WithoutCancel(ctx))
+	b, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	defer b.Close(context.WithoutCancel(ctx))
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:])
+	want := hex.EncodeToString(nonce[:])
+	var pidA int32
+	if err := a.QueryRow(ctx, `SELECT pg_backend_pid(), set_config('tokend.session_check', $1, false)`, want).Scan(&pidA, new(string)); err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	for range 3 {
+		tx, err := b.Begin(ctx)
+		if err != nil {
+			return fmt.Errorf("database: %w", err)
+		}
+		var pidB int32
+		if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pidB); err != nil {
+			_ = tx.Rollback(ctx)
+			return fmt.Errorf("database: %w", err)
+		}
+		// A session answers at once; a pooler out of backends makes it
+		// wait for b's, which is as telling.
+		qctx, qcancel := context.WithTimeout(ctx, 3*time.Second)
+		var (
+			pid int32
+			got string
+		)
+		err = a.QueryRow(qctx, `SELECT pg_backend_pid(), coalesce(current_setting('tokend.session_check', true), '')`).Scan(&pid, &got)
+		waited := qctx.Err() != nil
+		qcancel()
+		_ = tx.Rollback(ctx)
+		switch {
+		case pidB == pidA, waited, err == nil && (pid != pidA || got != want):
+			return errNoSession
+		case err != nil:
+			return fmt.Errorf("database: %w", err)
+		}
+	}
+	return nil
 }
 
 // applyPoolConfig makes pc send statements as c's pooling requires.

@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +76,15 @@ func TestMigrateGivesUpOnAHeldLock(t *testing.T) {
 	if code == 0 || !strings.Contains(stderr.String(), "TOKEND_MIGRATION_LOCK_TIMEOUT") || ctx.Err() != nil {
 		t.Fatalf("migrate with the lock held: exit %d, stderr %q; want a failure naming TOKEND_MIGRATION_LOCK_TIMEOUT", code, stderr.String())
 	}
+	// It says who holds the lock: the holder's pid, its state, and the lock.
+	for _, want := range []string{fmt.Sprintf("pid %d,", holder.PgConn().PID()), "idle in transaction", "AccessExclusiveLock on " + migrations.VersionTable} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr %q does not say %q", stderr.String(), want)
+		}
+	}
+	if n := strings.Count(strings.TrimSpace(stderr.String()), "\n"); n != 0 {
+		t.Errorf("stderr has %d lines, want one: %q", n+1, stderr.String())
+	}
 	if err := tx.Rollback(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -116,5 +128,68 @@ func TestPoolingSettings(t *testing.T) {
 		case tc.want == "" && cfg.execMode() != tc.mode:
 			t.Errorf("%v: exec mode %v, want %v", tc.env, cfg.execMode(), tc.mode)
 		}
+	}
+}
+
+// TestRefusesTransactionPooling: behind PgBouncer in transaction mode,
+// without TOKEND_DATABASE_POOLING=transaction, or with it but a session URL
+// that goes through the same PgBouncer, serve and migrate refuse to start,
+// in one line naming the setting, rather than start ready and fail
+// requests. With a session URL of its own, serve starts. Only in the
+// deployment pass of scripts/test, which sets TOKEND_TEST_PGBOUNCER_ADDR.
+func TestRefusesTransactionPooling(t *testing.T) {
+	addr := os.Getenv("TOKEND_TEST_PGBOUNCER_ADDR")
+	if addr == "" {
+		t.Skip("TOKEND_TEST_PGBOUNCER_ADDR is unset: no PgBouncer (scripts/test's deployment pass starts one)")
+	}
+	t.Parallel()
+	direct := pgtest.NewURL(t)
+	u, err := url.Parse(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = addr
+	pooled := u.String()
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"no pooling setting", map[string]string{"TOKEND_DATABASE_URL": pooled}, "TOKEND_DATABASE_POOLING=transaction"},
+		{"a pooled session URL", map[string]string{"TOKEND_DATABASE_URL": pooled, "TOKEND_DATABASE_POOLING": "transaction", "TOKEND_DATABASE_SESSION_URL": pooled}, "TOKEND_DATABASE_SESSION_URL"},
+	} {
+		for _, cmd := range []string{"migrate", "serve"} {
+			env := map[string]string{"TOKEND_SECRET_KEY": strings.Repeat("k", 32), "TOKEND_LISTEN": "127.0.0.1:0"}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			var stdout, stderr bytes.Buffer
+			code := run(ctx, []string{cmd}, func(k string) string { return env[k] }, &stdout, &stderr)
+			timedOut := ctx.Err() != nil
+			cancel()
+			// Log lines (JSON) may come first; the refusal is one line.
+			lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+			last := lines[len(lines)-1]
+			for _, l := range lines[:len(lines)-1] {
+				if !strings.HasPrefix(l, "{") {
+					t.Errorf("%s, %s: a line besides the refusal and the log: %q", tc.name, cmd, l)
+				}
+			}
+			if code == 0 || timedOut || !strings.HasPrefix(last, "tokend: ") || !strings.Contains(last, tc.want) || !strings.Contains(last, "session") {
+				t.Errorf("%s, %s: exit %d, stderr %q; want one line naming %s", tc.name, cmd, code, stderr.String(), tc.want)
+			}
+		}
+	}
+	// The right settings (proctest's, in this pass: transaction pooling
+	// through the PgBouncer, sessions direct): serve starts and is ready.
+	srv := proctest.Start(t, proctest.Options{DatabaseURL: direct})
+	res, err := http.Get(srv.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Errorf("/readyz with the right settings: %d", res.StatusCode)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/internal/cache"
 	"github.com/tokend/tokend/internal/dispatch"
+	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/logredact"
 	"github.com/tokend/tokend/token"
 )
@@ -127,7 +128,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "max_db_conns", pool.Config().MaxConns)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	// net/http's own refusals (431, 400) answer problem+json too.
+	go func() { served <- srv.Serve(httpapi.ProblemListener(ln)) }()
 
 	select {
 	case err := <-served:

@@ -24,8 +24,9 @@ type Observer interface {
 	// authentic entry that is unusable, or a key of another type: ignored
 	// and removed), "forged" (an entry whose MAC does not check: ignored,
 	// removed and logged), "error" (Redis failed) or "skipped" (the
-	// breaker is open, or this process could not write the key's last
-	// invalidation; see unsure).
+	// breaker is open, this process could not write the key's last
+	// invalidation, see unsure, or it just read the token in a state it
+	// can leave, see changing).
 	// A write is counted only when it fails, as "error". A token served
 	// from the in-process copy (Config.LocalTTL) asks Redis nothing, yet is
 	// counted as a "hit", so that the hit ratio stays the cache's as a
@@ -77,6 +78,9 @@ type Cache struct {
 	now     func() time.Time // judges RetainUntil; clock.Now
 	probe   prober
 	unsure  unsure // keys whose invalidation failed
+	// changing: tokens last loaded in a state they can leave, whose reads
+	// skip Redis for a moment (changing.go).
+	changing changing
 	// cluster is rdb when it is a Redis Cluster's client, else nil; its
 	// watcher runs until stopWatch is called (cluster.go).
 	cluster   *redis.ClusterClient

@@ -44,12 +44,12 @@ type Config struct {
 	// Empty means DefaultPrefix.
 	Prefix string
 	// TokenTTL is how long a token entry, a known rejection or a token
-	// tombstone lives. It bounds how stale a token read can be when an
-	// invalidation is lost. Zero means DefaultTokenTTL.
+	// tombstone lives. Entries are of terminal tokens only, so it bounds
+	// memory, not staleness. Zero means DefaultTokenTTL.
 	TokenTTL time.Duration
-	// KeyTTL is how long an API key entry or tombstone lives. It bounds how
-	// long a revoked key can still be accepted when its invalidation is
-	// lost, hence shorter than TokenTTL. Zero means DefaultKeyTTL.
+	// KeyTTL is how long an API key tombstone lives (written for earlier
+	// versions during a rolling deploy; no resolution is cached in Redis).
+	// Zero means DefaultKeyTTL.
 	KeyTTL time.Duration
 	// Timeout bounds each dial, read and write to Redis and each wait for a
 	// pooled connection, unless the URL sets its own. Zero means

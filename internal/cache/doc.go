@@ -1,7 +1,21 @@
 // Package cache keeps lookups in Redis so that repeated reads spare Postgres:
-// tokens by id (GET /v1/tokens/{id}), the spends a token's secret hash is
-// known to be refused for (revoked, expired), and what an API key resolves
-// to.
+// tokens in a terminal state by id (GET /v1/tokens/{id}), and the spends a
+// token's secret hash is known to be refused for (revoked, expired).
+//
+// # Only facts that can no longer change
+//
+// Redis can lose writes and deletes: a failover to a replica that missed
+// them (replication is asynchronous), a restart from an old snapshot, a
+// tombstone that was never written. So it holds only facts no change can
+// make false: a token in a state no token leaves (consumed, failed,
+// revoked, expired; see settled), and refusals for such states. A token
+// that may still change is read from Postgres every time, and an entry of
+// one found in Redis (an earlier version's, or restored) is a miss. An API
+// key's resolution is never cached here (a revocation changes it): see
+// GetOrLoadKey. Whatever Redis loses or brings back, a read that begins
+// after a change was answered cannot show the state before it. The
+// versions, tombstones and compare-and-set fills below remain, a second
+// line that keeps even a lost-write-free Redis from serving a late fill.
 //
 // Redis is a cache and nothing more. It never decides a spend: a cached token
 // is shown, never spent, and the only verdict it gives on a spend is a
@@ -61,14 +75,8 @@
 // less than a minute (purgeMargin, far more than clock skew) before its
 // RetainUntil, so a purge needs no invalidation and is never seen undone.
 //
-// API keys follow the same rules: a live entry is version 0, a revocation
-// writes a tombstone of version 1 that no fill replaces.
-//
-// The one bound left: another process reading while this one could not
-// write its tombstone (Redis failing at that moment) may see the entry from
-// before until its TTL (Config.TokenTTL, Config.KeyTTL). Tokens the sweeper
-// expires or lapses are not invalidated one by one; the same TTL bounds
-// them.
+// A revoked API key gets a tombstone of version 1, for instances of
+// earlier versions that still read resolutions from Redis.
 //
 // # Failing open
 //

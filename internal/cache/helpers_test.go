@@ -138,10 +138,11 @@ func (d *db) loader(tenant, id string) func(context.Context) (token.Record, erro
 	}
 }
 
-// record returns an issued token of tenant, created a moment ago, with
-// every field the cache keeps set (see shown), so that a round trip
-// through the cache that loses one shows. withOutcome adds the fields the
-// cache must not keep.
+// record returns a consumed token of tenant (only tokens in a terminal
+// state are cached: see settled), created a moment ago, with every field
+// the cache keeps set (see shown), so that a round trip through the cache
+// that loses one shows. withOutcome adds the fields the cache must not
+// keep.
 func record(tenant string) token.Record {
 	created := time.Now().UTC().Truncate(time.Microsecond)
 	lease := created.Add(30 * time.Second)
@@ -150,7 +151,7 @@ func record(tenant string) token.Record {
 		ID:             token.NewID(),
 		Operation:      "ledger.credit",
 		Subject:        "user-42",
-		State:          token.Issued,
+		State:          token.Consumed,
 		Generation:     0,
 		OperationID:    "op_x",
 		CreatedAt:      created,

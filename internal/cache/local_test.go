@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -124,12 +125,16 @@ func TestLocalNeverHoldsNonTerminal(t *testing.T) {
 				t.Fatalf("%d entries in process, want 0", n)
 			}
 
-			// Changed in Redis: a newer generation's entry.
+			// Nor in Redis: even an authentic entry of such a token, as
+			// an earlier version wrote, is a miss.
 			changed := rec
 			changed.Generation++
-			c.fillToken(ctx, "acme", rec.ID, changed)
-			if got, ok := c.Get(ctx, "acme", rec.ID); !ok || got.Generation != changed.Generation {
-				t.Errorf("Get after a change in Redis = gen %d, %v, want gen %d", got.Generation, ok, changed.Generation)
+			key := c.tokenKey("acme", rec.ID)
+			v, _ := version(changed.State, changed.Generation)
+			body, _ := json.Marshal(changed)
+			mr.Set(key, c.seal(key, v, body))
+			if got, ok := c.Get(ctx, "acme", rec.ID); ok {
+				t.Errorf("Get of a %s token's entry in Redis = gen %d, want a miss", s, got.Generation)
 			}
 
 			// Changed in Postgres, the Redis entry gone.

@@ -128,6 +128,7 @@ func TestReadYourWritesThroughSlowRedis(t *testing.T) {
 	var stale, reads, afterReads atomic.Int64
 	for round := range rounds {
 		base := record("acme")
+		base.State = token.Issued
 		d := newDB(base)
 		// The change: a lease (issued to pending, next generation) or a
 		// spend (issued to consumed, terminal, kept in process).

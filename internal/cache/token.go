@@ -49,22 +49,40 @@ func (c *Cache) GetOrLoad(ctx context.Context, tenant, id string, load func(cont
 		return rec, nil
 	}
 	key := c.tokenKey(tenant, id)
+	if c.changing.has(key) {
+		// Redis cannot answer, and a load shared with other callers would
+		// only queue them: load as without a cache.
+		c.observe(kindToken, resultSkipped)
+		return c.loadToken(ctx, tenant, id, key, time.Now(), c.local.epoch(tenant, id), load)
+	}
 	return shared(ctx, &c.flights, key, func(ctx context.Context) (token.Record, error) {
 		began, epoch := time.Now(), c.local.epoch(tenant, id)
 		if rec, ok := c.readToken(ctx, tenant, id, epoch); ok {
 			return rec, nil
 		}
-		rec, err := load(ctx)
-		if err != nil {
-			return shown(rec), err
-		}
-		rec = shown(rec)
-		if fresh(began, c.cfg.TokenTTL) {
-			c.fillToken(ctx, tenant, id, rec)
-		}
-		c.keep(tenant, id, rec, epoch)
-		return rec, nil
+		return c.loadToken(ctx, tenant, id, key, began, epoch, load)
 	})
+}
+
+// loadToken loads tenant's token id, for a read that began at began and
+// epoch, and caches it if it is settled; if not, its next reads skip Redis
+// for a moment (changing).
+func (c *Cache) loadToken(ctx context.Context, tenant, id, key string, began time.Time, epoch uint64, load func(context.Context) (token.Record, error)) (token.Record, error) {
+	rec, err := load(ctx)
+	if err != nil {
+		return shown(rec), err
+	}
+	rec = shown(rec)
+	if !settled(rec) {
+		c.changing.mark(key)
+		return rec, nil
+	}
+	c.changing.forget(key)
+	if fresh(began, c.cfg.TokenTTL) {
+		c.fillToken(ctx, tenant, id, rec)
+	}
+	c.keep(tenant, id, rec, epoch)
+	return rec, nil
 }
 
 // fresh reports whether a read that began at began may still fill an entry
@@ -95,8 +113,9 @@ func (c *Cache) servable(rec token.Record) bool {
 // or tombstone is there. The entry lives no longer than the row is sure to.
 func (c *Cache) fillToken(ctx context.Context, tenant, id string, rec token.Record) {
 	v, ok := version(rec.State, rec.Generation)
-	// A record of another token would be served under this one's key.
-	if !ok || rec.Tenant != tenant || rec.ID != id {
+	// A record of another token would be served under this one's key. A
+	// token that may still change is never cached (see settled).
+	if !ok || rec.Tenant != tenant || rec.ID != id || !settled(rec) {
 		return
 	}
 	ttl := min(c.cfg.TokenTTL, rec.RetainUntil.Add(-purgeMargin).Sub(c.now()))
@@ -173,7 +192,7 @@ func (c *Cache) readToken(ctx context.Context, tenant, id string, epoch uint64) 
 		c.garbage(ctx, kindToken, key, raw)
 		return token.Record{}, false
 	}
-	if !c.servable(rec) {
+	if !settled(rec) || !c.servable(rec) {
 		c.observe(kindToken, resultMiss)
 		return token.Record{}, false
 	}
@@ -202,6 +221,16 @@ func (c *Cache) localToken(tenant, id string) (token.Record, bool) {
 	}
 	return rec, ok
 }
+
+// settled reports whether rec is in a state no token leaves (consumed,
+// failed, revoked, expired), the only records Redis is believed about. An
+// entry of such a record cannot be older than a change, for there is none
+// after it: a Redis that lost writes or deletes (a failover, a restart
+// from an old snapshot, a dropped tombstone) can at worst hold fewer of
+// them. A token that may still change is read from Postgres every time;
+// an entry of one, written by an earlier version of tokend or restored
+// from a snapshot, is a miss however authentic.
+func settled(rec token.Record) bool { return rec.State.Terminal() }
 
 func hasVersion(rec token.Record, v int64) bool {
 	rv, ok := version(rec.State, rec.Generation)

@@ -100,8 +100,9 @@ func TestInvalidateAfterEachTransition(t *testing.T) {
 					if got.State != row.State || got.Generation != row.Generation {
 						t.Fatalf("%s: GetOrLoad = %s gen %d, want %s gen %d", a, got.State, got.Generation, row.State, row.Generation)
 					}
-					if got, ok := c.Get(ctx, "acme", row.ID); !ok || got.State != row.State {
-						t.Fatalf("%s: Get = %s, %v, want the committed row cached", a, got.State, ok)
+					// Only a terminal row is cached at all (settled).
+					if got, ok := c.Get(ctx, "acme", row.ID); ok != row.State.Terminal() || ok && got.State != row.State {
+						t.Fatalf("%s: Get = %s, %v, want the committed %s row cached only if terminal", a, got.State, ok, row.State)
 					}
 				}
 			})
@@ -137,8 +138,8 @@ func TestWriteOrder(t *testing.T) {
 		},
 		{
 			name:  "older generation loses to a newer one",
-			first: write{entry, token.Issued, 2}, second: write{entry, token.Unknown, 1},
-			want: &write{entry, token.Issued, 2},
+			first: write{entry, token.Consumed, 2}, second: write{entry, token.Failed, 1},
+			want: &write{entry, token.Consumed, 2},
 		},
 		{
 			name:  "committed row replaces its own tombstone",
@@ -152,8 +153,12 @@ func TestWriteOrder(t *testing.T) {
 		},
 		{
 			name:  "late invalidation loses to a newer entry",
-			first: write{entry, token.Issued, 2}, second: write{tomb, token.Unknown, 1},
-			want: &write{entry, token.Issued, 2},
+			first: write{entry, token.Consumed, 2}, second: write{tomb, token.Unknown, 1},
+			want: &write{entry, token.Consumed, 2},
+		},
+		{
+			name:  "a token that may still change is never cached",
+			first: write{tomb, token.Issued, 0}, second: write{entry, token.Pending, 1},
 		},
 		{
 			name:  "invalidation replaces the entry it invalidates",
@@ -366,12 +371,14 @@ func TestStampedeLoadsOnce(t *testing.T) {
 }
 
 // TestLostInvalidationNotSeenHere: when the tombstone cannot be written,
-// Redis keeps the entry from before the change; this process must not
-// serve it, although Redis answers again right after.
+// Redis would keep an entry from before the change; but a token that may
+// still change is never cached, so there is none to see, on this process
+// or another, and the read after the change shows it.
 func TestLostInvalidationNotSeenHere(t *testing.T) {
 	ctx := context.Background()
 	c, mr, _ := openMini(t, Config{BreakerThreshold: 100, Timeout: 200 * time.Millisecond})
 	rec := record("acme")
+	rec.State = token.Issued
 	d := newDB(rec)
 	if _, err := c.GetOrLoad(ctx, "acme", rec.ID, d.loader("acme", rec.ID)); err != nil {
 		t.Fatal(err)
@@ -384,20 +391,48 @@ func TestLostInvalidationNotSeenHere(t *testing.T) {
 	if err := mr.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	if got, ok := c.Get(ctx, "acme", rec.ID); ok {
-		t.Fatalf("Get after a lost invalidation = %s gen %d from Redis, want a miss", got.State, got.Generation)
-	}
-	got, err := c.GetOrLoad(ctx, "acme", rec.ID, d.loader("acme", rec.ID))
-	if err != nil || got.State != token.Pending {
-		t.Fatalf("GetOrLoad after a lost invalidation = %s, %v, want pending", got.State, err)
-	}
-	// The read's fill replaced the old entry for every process.
 	other, err := New(Config{URL: "redis://" + mr.Addr(), MACKey: c.macKey, Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	if got, ok := other.Get(ctx, "acme", rec.ID); !ok || got.State != token.Pending {
-		t.Fatalf("another process reads %s, %v, want the fill's pending", got.State, ok)
+	for name, p := range map[string]*Cache{"this process": c, "another process": other} {
+		if got, ok := p.Get(ctx, "acme", rec.ID); ok {
+			t.Fatalf("%s: Get after a lost invalidation = %s gen %d from Redis, want a miss", name, got.State, got.Generation)
+		}
+		got, err := p.GetOrLoad(ctx, "acme", rec.ID, d.loader("acme", rec.ID))
+		if err != nil || got.State != token.Pending {
+			t.Fatalf("%s: GetOrLoad after a lost invalidation = %s, %v, want pending", name, got.State, err)
+		}
+	}
+}
+
+// TestChangingTokenSkipsRedis: a token that may still change is loaded on
+// every read, and Redis, which cannot answer for it, is asked only on the
+// first; once it settles, its read fills Redis and the next is a hit.
+func TestChangingTokenSkipsRedis(t *testing.T) {
+	ctx := context.Background()
+	c, obs := openReal(t, Config{LocalTTL: -1})
+	rec := record("acme")
+	rec.State = token.Issued
+	d := newDB(rec)
+	for range 3 {
+		if got, err := c.GetOrLoad(ctx, "acme", rec.ID, d.loader("acme", rec.ID)); err != nil || got.State != token.Issued {
+			t.Fatalf("GetOrLoad = %s, %v", got.State, err)
+		}
+	}
+	if n, m, s := d.loads.Load(), obs.count(kindToken, resultMiss), obs.count(kindToken, resultSkipped); n != 3 || m != 1 || s != 2 {
+		t.Errorf("loads, misses, skipped = %d, %d, %d, want 3, 1, 2", n, m, s)
+	}
+	settled := rec
+	settled.State = token.Consumed
+	d.commit(settled)
+	for range 2 {
+		if got, err := c.GetOrLoad(ctx, "acme", rec.ID, d.loader("acme", rec.ID)); err != nil || got.State != token.Consumed {
+			t.Fatalf("GetOrLoad after the spend = %s, %v", got.State, err)
+		}
+	}
+	if n, h := d.loads.Load(), obs.count(kindToken, resultHit); n != 4 || h != 1 {
+		t.Errorf("loads, hits = %d, %d, want 4, 1", n, h)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/token"
 )
 
@@ -14,7 +13,6 @@ import (
 // lost.
 func TestTTL(t *testing.T) {
 	hash := []byte("0123456789abcdef0123456789abcdef")
-	key := apikey.Key{Tenant: "acme", ID: "key_1", Role: apikey.Client}
 	tests := []struct {
 		name  string
 		cfg   Config
@@ -37,16 +35,8 @@ func TestTTL(t *testing.T) {
 			c.RememberRejection(ctx, r.Tenant, hash, r.Operation, r.Subject, token.ErrRevoked)
 			return c.secretKey(r.Tenant, hash)
 		}},
-		{"api key", Config{}, DefaultKeyTTL, func(ctx context.Context, c *Cache, r token.Record) string {
-			c.GetOrLoadKey(ctx, hash, func(context.Context) (apikey.Key, error) { return key, nil })
-			return c.apiKeyKey(hash)
-		}},
 		{"api key tombstone", Config{}, DefaultKeyTTL, func(ctx context.Context, c *Cache, r token.Record) string {
 			c.InvalidateKey(ctx, hash)
-			return c.apiKeyKey(hash)
-		}},
-		{"api key, configured", Config{KeyTTL: time.Second}, time.Second, func(ctx context.Context, c *Cache, r token.Record) string {
-			c.GetOrLoadKey(ctx, hash, func(context.Context) (apikey.Key, error) { return key, nil })
 			return c.apiKeyKey(hash)
 		}},
 	}

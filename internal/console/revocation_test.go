@@ -5,10 +5,13 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/gin-gonic/gin"
 
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/console"
@@ -89,5 +92,44 @@ func TestSessionLiveCheckFails(t *testing.T) {
 	defer mu.Unlock()
 	if len(asked) != 2 || asked[0] != asked[1] || !strings.HasPrefix(asked[0], tenant+"/"+apikey.IDPrefix) {
 		t.Errorf("Live asked about %q, want the session's %s/key_… twice", asked, tenant)
+	}
+}
+
+// TestSignOutEndsSessionEverywhere: a cookie copied before sign-out is
+// refused after it, on the instance that signed out and on another sharing
+// the database; another session of the same key goes on.
+func TestSignOutEndsSessionEverywhere(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	cons, err := console.New(console.Config{Pool: s.pool, SecretKey: secretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := gin.New()
+	cons.Mount(e)
+	second := httptest.NewServer(e)
+	t.Cleanup(second.Close)
+
+	c := &client{t: t, s: s}
+	c.signIn(s.operatorKey)
+	other := &client{t: t, s: s}
+	other.signIn(s.operatorKey)
+	copied := *c.cookie
+	onSecond := &client{t: t, s: &server{Server: second}, cookie: &copied}
+	if resp, _ := onSecond.do(http.MethodGet, "/console/tokens", nil, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the session on another instance before sign-out: %d, want 200", resp.StatusCode)
+	}
+	resp, _ := c.do(http.MethodPost, "/console/signout", c.sameOrigin(), url.Values{"csrf": {c.csrf()}})
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/signin" {
+		t.Fatalf("sign-out = %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	for name, cl := range map[string]*client{"the same instance": {t: t, s: s, cookie: &copied}, "another instance": onSecond} {
+		resp, _ := cl.do(http.MethodGet, "/console/tokens", nil, nil)
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/signin" {
+			t.Errorf("%s, the cookie copied before sign-out: %d to %q, want 303 to /console/signin", name, resp.StatusCode, resp.Header.Get("Location"))
+		}
+	}
+	if resp, _ := other.do(http.MethodGet, "/console/tokens", nil, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("another session of the key after the sign-out: %d, want 200", resp.StatusCode)
 	}
 }

@@ -24,6 +24,8 @@ const (
 // session is the signed content of the session cookie. It names the key the
 // operator signed in with; the key itself is never kept.
 type session struct {
+	// ID names the session in console_signouts once signed out.
+	ID      string `json:"i"`
 	KeyID   string `json:"k"`
 	Tenant  string `json:"t"`
 	CSRF    string `json:"c"` // sent back in every form of the console
@@ -37,7 +39,7 @@ func (c *Console) current(r *http.Request) (session, bool) {
 		return session{}, false
 	}
 	var s session
-	ok := c.sessions.Verify(ck.Value, &s) && time.Now().Unix() < s.Expires && s.Tenant != "" && s.CSRF != ""
+	ok := c.sessions.Verify(ck.Value, &s) && time.Now().Unix() < s.Expires && s.Tenant != "" && s.CSRF != "" && s.ID != ""
 	return s, ok
 }
 
@@ -57,7 +59,14 @@ func (c *Console) requireOperator(g *gin.Context) {
 		g.Abort()
 		return
 	}
-	switch err := c.live(g.Request.Context(), s.Tenant, s.KeyID); {
+	ended, err := websession.NewSignOuts(c.pool).Ended(g.Request.Context(), s.Tenant, s.ID)
+	if err == nil && ended {
+		err = apikey.ErrUnauthorized // signed out, on any instance: a copy of the cookie is refused too
+	}
+	if err == nil {
+		err = c.live(g.Request.Context(), s.Tenant, s.KeyID)
+	}
+	switch {
 	case errors.Is(err, apikey.ErrUnauthorized):
 		c.setCookie(g, "", -1)
 		g.Redirect(http.StatusSeeOther, c.path+"/signin")
@@ -109,9 +118,11 @@ func (c *Console) signin(g *gin.Context) {
 		c.pages.render(g.Writer, http.StatusForbidden, "signin.html", nil, signinData{Problem: "This is a client key. The console needs an operator key."})
 		return
 	}
-	var csrf [32]byte
+	var csrf, id [32]byte
 	_, _ = rand.Read(csrf[:]) // never fails, see crypto/rand.Read
+	_, _ = rand.Read(id[:])
 	v, err := c.sessions.Sign(session{
+		ID:    base64.RawURLEncoding.EncodeToString(id[:]),
 		KeyID: k.ID, Tenant: k.Tenant,
 		CSRF:    base64.RawURLEncoding.EncodeToString(csrf[:]),
 		Expires: time.Now().Add(c.sessionTTL).Unix(),
@@ -124,7 +135,14 @@ func (c *Console) signin(g *gin.Context) {
 	g.Redirect(http.StatusSeeOther, c.path+"/tokens")
 }
 
+// signout ends the session for every instance (console_signouts), then
+// clears the cookie: a copy of it taken before is refused from now on.
 func (c *Console) signout(g *gin.Context) {
+	s := sessionOf(g)
+	if err := websession.NewSignOuts(c.pool).End(g.Request.Context(), s.Tenant, s.ID, time.Unix(s.Expires, 0)); err != nil {
+		c.fail(g, err)
+		return
+	}
 	c.setCookie(g, "", -1)
 	g.Redirect(http.StatusSeeOther, c.path+"/signin")
 }

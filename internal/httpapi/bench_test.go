@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokend/tokend/admin"
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/apikey"
@@ -40,8 +41,10 @@ func benchConfig(b *testing.B) (httpapi.Config, string) {
 	return httpapi.Config{Pool: pool, Issuer: intent.NewIssuer(keyring, intent.WithHandlers(spender.Handlers())), Spender: spender}, key
 }
 
-// BenchmarkGetToken reads one token over the API from Postgres and from the
-// Redis cache, in the same run, so the two figures compare.
+// BenchmarkGetToken reads one token over the API from Postgres and through
+// the Redis cache, in the same run, so the figures compare: an issued token
+// (which the cache answers only from Postgres, since it may still change)
+// and a revoked one (terminal, which it answers itself).
 func BenchmarkGetToken(b *testing.B) {
 	base, key := benchConfig(b)
 	c, err := cache.New(cache.Config{URL: redistest.URL(), Prefix: fmt.Sprintf("tokend-bench:%d:", time.Now().UnixNano())})
@@ -60,29 +63,37 @@ func BenchmarkGetToken(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		req := httptest.NewRequest(http.MethodPost, "/v1/tokens", bytes.NewBufferString(`{"operation":"ledger.credit","subject":"s","ttl_seconds":600}`))
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Idempotency-Key", "bench-"+bc.name)
-		rec := httptest.NewRecorder()
-		srv.ServeHTTP(rec, req)
-		var tok struct{ ID string }
-		if err := json.Unmarshal(rec.Body.Bytes(), &tok); err != nil || rec.Code != http.StatusCreated {
-			b.Fatalf("issue: %d %s", rec.Code, rec.Body)
-		}
-		b.Run(bc.name, func(b *testing.B) {
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					req := httptest.NewRequest(http.MethodGet, "/v1/tokens/"+tok.ID, nil)
-					req.Header.Set("Authorization", "Bearer "+key)
-					rec := httptest.NewRecorder()
-					srv.ServeHTTP(rec, req)
-					if rec.Code != http.StatusOK {
-						b.Errorf("get: %d", rec.Code)
-						return
-					}
+		for _, state := range []string{"issued", "revoked"} {
+			req := httptest.NewRequest(http.MethodPost, "/v1/tokens", bytes.NewBufferString(`{"operation":"ledger.credit","subject":"s","ttl_seconds":600}`))
+			req.Header.Set("Authorization", "Bearer "+key)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", "bench-"+bc.name+"-"+state)
+			rec := httptest.NewRecorder()
+			srv.ServeHTTP(rec, req)
+			var tok struct{ ID string }
+			if err := json.Unmarshal(rec.Body.Bytes(), &tok); err != nil || rec.Code != http.StatusCreated {
+				b.Fatalf("issue: %d %s", rec.Code, rec.Body)
+			}
+			if state == "revoked" {
+				if _, err := admin.Revoke(context.Background(), base.Pool, "acme", tok.ID, "bench", "bench"); err != nil {
+					b.Fatal(err)
 				}
+			}
+			b.Run(bc.name+"/"+state, func(b *testing.B) {
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						req := httptest.NewRequest(http.MethodGet, "/v1/tokens/"+tok.ID, nil)
+						req.Header.Set("Authorization", "Bearer "+key)
+						rec := httptest.NewRecorder()
+						srv.ServeHTTP(rec, req)
+						if rec.Code != http.StatusOK {
+							b.Errorf("get: %d", rec.Code)
+							return
+						}
+					}
+				})
 			})
-		})
+		}
 	}
 }
 

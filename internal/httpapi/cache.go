@@ -4,15 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"sync/atomic"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/inspect"
 	"github.com/tokend/tokend/internal/apikey"
-	"github.com/tokend/tokend/internal/clock"
 	"github.com/tokend/tokend/internal/metrics"
 	"github.com/tokend/tokend/token"
 )
@@ -33,38 +30,14 @@ func RequestID(ctx context.Context) string {
 	return id
 }
 
-// expiryMargin is how close to its expiry, by this process's clock, a cached
-// issued token is no longer trusted. Expiry is the database clock's verdict
-// (inspect.StateExpr), which a cached record cannot carry; the margin covers
-// this process's clock being behind the database's, as internal/cache's
-// in-process layer allows for the purge.
-const expiryMargin = time.Minute
-
 // lookupToken reads a token through the cache. A nil cache goes straight to
-// Postgres.
-//
-// A record read from Postgres is as of the database's now(). One from the
-// cache is as of when it was loaded: an issued token in it may have expired
-// since. So a cached issued token that is near or past its expiry is read
-// again from Postgres, whose clock decides, and the cache entry replaced
-// when the token turned out expired.
+// Postgres. The cache answers only for tokens in a terminal state, which no
+// change leaves (internal/cache's settled); any other token, an issued one
+// near its expiry included, is read from Postgres, whose clock decides.
 func (s *Server) lookupToken(ctx context.Context, tenant, id string) (token.Record, error) {
-	var loaded atomic.Bool // set when this call read Postgres itself
-	rec, err := s.cache.GetOrLoad(ctx, tenant, id, func(ctx context.Context) (token.Record, error) {
-		loaded.Store(true)
+	return s.cache.GetOrLoad(ctx, tenant, id, func(ctx context.Context) (token.Record, error) {
 		return inspect.Get(ctx, s.pool, tenant, id)
 	})
-	if err != nil || loaded.Load() || rec.State != token.Issued || clock.Now().Add(expiryMargin).Before(rec.ExpiresAt) {
-		return rec, err
-	}
-	fresh, err := inspect.Get(ctx, s.pool, tenant, id)
-	if err != nil {
-		return fresh, err
-	}
-	if fresh.State != rec.State || fresh.Generation != rec.Generation {
-		s.forgetRecord(ctx, fresh)
-	}
-	return fresh, nil
 }
 
 // resolveCached resolves an API key through the cache, keyed by its hash so

@@ -26,7 +26,8 @@ func TestCacheForgedEntryIsLoggedWithRequestID(t *testing.T) {
 	var logs syncBuffer
 	prefix := fmt.Sprintf("tokend-test:%s:%d:", t.Name(), time.Now().UnixNano())
 	redistest.Forget(t, prefix)
-	c, err := cache.New(cache.Config{URL: redistest.URL(), Prefix: prefix, Observer: obs, Timeout: 2 * time.Second,
+	// LocalTTL -1: the read must reach Redis, not this process's copy.
+	c, err := cache.New(cache.Config{URL: redistest.URL(), Prefix: prefix, Observer: obs, Timeout: 2 * time.Second, LocalTTL: -1,
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil)), RequestID: httpapi.RequestID})
 	if err != nil {
 		t.Fatal(err)
@@ -35,6 +36,10 @@ func TestCacheForgedEntryIsLoggedWithRequestID(t *testing.T) {
 	a := newAPI(t, func(hc *httpapi.Config) { hc.Cache = c })
 	key := a.client()
 	tok := a.issue(key, "forged-1", creditBody("fred", 1))
+	// Spent, so that the read caches it: only terminal tokens are cached.
+	if res := a.post(key, "/v1/tokens/consume", consumeBody(tok, "fred", 1)); res.status != http.StatusOK {
+		t.Fatalf("consume: %d %s", res.status, res.body)
+	}
 	if res := a.get(key, "/v1/tokens/"+tok.ID); res.status != http.StatusOK {
 		t.Fatalf("read: %d %s", res.status, res.body)
 	}
@@ -59,8 +64,8 @@ func TestCacheForgedEntryIsLoggedWithRequestID(t *testing.T) {
 	}
 
 	res := a.do(request{method: http.MethodGet, path: "/v1/tokens/" + tok.ID, key: key, header: http.Header{httpapi.RequestIDHeader: {"req-forged-42"}}})
-	if res.status != http.StatusOK || !strings.Contains(string(res.body), `"state":"issued"`) || strings.Contains(string(res.body), "PLANTED") {
-		t.Fatalf("read after the entry was forged: %d %s, want the issued token from Postgres", res.status, res.body)
+	if res.status != http.StatusOK || !strings.Contains(string(res.body), `"state":"consumed"`) || strings.Contains(string(res.body), "PLANTED") {
+		t.Fatalf("read after the entry was forged: %d %s, want the consumed token from Postgres", res.status, res.body)
 	}
 	if n := obs.count("token/forged"); n != 1 {
 		t.Errorf("forged counted %d times, want 1", n)

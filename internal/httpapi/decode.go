@@ -17,7 +17,13 @@ import (
 // errors that name the member, and its strings must be text Postgres can
 // store (no NUL). Abort answers them 400 invalid_request, or
 // 413 past Config.MaxBodyBytes.
+//
+// A Content-Type other than application/json is 415 unsupported_media_type
+// before the body is read; none at all is read as JSON (checkJSONType).
 func Decode(c *gin.Context, dst any) error {
+	if err := checkJSONType(c.Request.Header); err != nil {
+		return err
+	}
 	// The body is bounded by limitBody, so it is read whole: the decoder
 	// does so anyway, and the first byte tells an object from the rest.
 	body, err := io.ReadAll(c.Request.Body)

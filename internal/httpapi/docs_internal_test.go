@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/tokend/tokend/consume"
@@ -22,8 +24,20 @@ func TestEveryProblemCodeIsDocumented(t *testing.T) {
 	for _, m := range mappings {
 		all = append(all, Problem{Status: m.status, Code: m.code})
 	}
-	for _, p := range []*Problem{errNoRoute, errNoMethod, errForbidden, errRateLimited, errIdempotencyKeyMissing, errOperationNotFound} {
+	for _, p := range []*Problem{errNoRoute, errNoMethod, errForbidden, errRateLimited, errIdempotencyKeyMissing, errOperationNotFound, unsupportedMediaType("x")} {
 		all = append(all, *p)
+	}
+	for _, raw := range []string{"HTTP/1.1 431 Request Header Fields Too Large" + goErrorHeaders + "431 Request Header Fields Too Large", "HTTP/1.1 400 Bad Request" + goErrorHeaders + "400 Bad Request"} {
+		out, ok := rewriteGoError([]byte(raw))
+		if !ok {
+			t.Fatalf("%q not rewritten", raw)
+		}
+		_, body, _ := strings.Cut(string(out), "\r\n\r\n")
+		var p Problem
+		if err := json.Unmarshal([]byte(body), &p); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, p)
 	}
 	for _, err := range []error{
 		&http.MaxBytesError{Limit: 1},

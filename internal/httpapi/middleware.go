@@ -128,6 +128,19 @@ func (s *Server) recoverPanic(c *gin.Context) {
 	c.Next()
 }
 
+// oneReading refuses, on every route, a request that repeats a header
+// tokend reads or whose body is encoded (checkOneReading). A path that
+// matches no route is left to the 404.
+func oneReading(c *gin.Context) {
+	if c.FullPath() != "" {
+		if err := checkOneReading(c.Request.Header); err != nil {
+			Abort(c, err)
+			return
+		}
+	}
+	c.Next()
+}
+
 // limitBody bounds every request body; reading past the bound fails with an
 // *http.MaxBytesError, which Decode reports as 413.
 func (s *Server) limitBody(c *gin.Context) {

@@ -216,3 +216,78 @@ func TestCaseVariantIsNotExecuted(t *testing.T) {
 		t.Errorf("token is %s, want issued", s)
 	}
 }
+
+// TestOneReadingOfEveryHeader: a request that gives Authorization,
+// Idempotency-Key or Content-Type twice is 400 invalid_request, a JSON
+// route's body of another Content-Type or with a Content-Encoding is 415
+// unsupported_media_type, and neither changes anything; application/json
+// (with charset=utf-8 or not), no Content-Type at all, and identity
+// encoding are read as JSON.
+func TestOneReadingOfEveryHeader(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	acme, globex := a.client(), a.key("globex", "client")
+	tok := a.issue(acme, "one-header", creditBody("hana", 5))
+	tokensBefore := a.count("tokens")
+	issue := func(h http.Header) request {
+		return request{method: http.MethodPost, path: "/v1/tokens", body: creditBody("hana", 5), header: h}
+	}
+	spend := func(h http.Header) request {
+		return request{method: http.MethodPost, path: "/v1/tokens/consume", key: acme, body: consumeBody(tok, "hana", 5), header: h}
+	}
+	tests := []struct {
+		name   string
+		req    request
+		status int
+		code   string
+	}{
+		{"two keys of two tenants", issue(http.Header{"Authorization": {"Bearer " + acme, "Bearer " + globex}, "Idempotency-Key": {"dup-auth"}}), 400, "invalid_request"},
+		{"one key twice", issue(http.Header{"Authorization": {"Bearer " + acme, "Bearer " + acme}, "Idempotency-Key": {"dup-auth-2"}}), 400, "invalid_request"},
+		{"two intent ids", issue(http.Header{"Authorization": {"Bearer " + acme}, "Idempotency-Key": {"dup-1", "dup-2"}}), 400, "invalid_request"},
+		{"two content types", spend(http.Header{"Content-Type": {"application/json", "application/json"}}), 400, "invalid_request"},
+		{"text/plain", spend(http.Header{"Content-Type": {"text/plain"}}), 415, "unsupported_media_type"},
+		{"a form", spend(http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}), 415, "unsupported_media_type"},
+		{"multipart", spend(http.Header{"Content-Type": {"multipart/form-data; boundary=b"}}), 415, "unsupported_media_type"},
+		{"another charset", spend(http.Header{"Content-Type": {"application/json; charset=iso-8859-1"}}), 415, "unsupported_media_type"},
+		{"a +json type", spend(http.Header{"Content-Type": {"application/merge-patch+json"}}), 415, "unsupported_media_type"},
+		{"a type that does not parse", spend(http.Header{"Content-Type": {"application/json; =x"}}), 415, "unsupported_media_type"},
+		{"gzip on a plain body", spend(http.Header{"Content-Encoding": {"gzip"}}), 415, "unsupported_media_type"},
+		{"identity then gzip", spend(http.Header{"Content-Encoding": {"identity, gzip"}}), 415, "unsupported_media_type"},
+		{"two encodings", spend(http.Header{"Content-Encoding": {"identity", "identity"}}), 400, "invalid_request"},
+		{"an issue in a form", issue(http.Header{"Authorization": {"Bearer " + acme}, "Idempotency-Key": {"form"}, "Content-Type": {"application/x-www-form-urlencoded"}}), 415, "unsupported_media_type"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantProblem(t, a.do(tt.req), tt.status, tt.code)
+		})
+	}
+	if n := a.count("tokens"); n != tokensBefore {
+		t.Errorf("tokens = %d, want %d: a refused request issued one", n, tokensBefore)
+	}
+	if s, _ := a.tokenState(tok.ID); s != token.Issued {
+		t.Errorf("token %s after refused spends, want issued", s)
+	}
+	if b := a.balance("acme", "hana"); b != 0 {
+		t.Errorf("balance = %d after refused spends, want 0", b)
+	}
+
+	// What is read as JSON.
+	for i, h := range []http.Header{
+		{"Content-Type": {"application/json"}},
+		{"Content-Type": {"Application/JSON; Charset=UTF-8"}},
+		{"Content-Encoding": {"identity"}},
+		{},
+	} {
+		h.Set("Authorization", "Bearer "+acme)
+		h.Set("Idempotency-Key", fmt.Sprint("read-as-json-", i))
+		if res := a.do(issue(h)); res.status != http.StatusCreated {
+			t.Errorf("issue with %v: %d %s, want 201", h, res.status, res.body)
+		}
+	}
+	if res := a.do(spend(http.Header{"Content-Type": {"application/json; charset=utf-8"}})); res.status != http.StatusOK {
+		t.Errorf("spend: %d %s", res.status, res.body)
+	}
+	if b := a.balance("acme", "hana"); b != 5 {
+		t.Errorf("balance = %d, want 5", b)
+	}
+}

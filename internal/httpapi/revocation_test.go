@@ -56,10 +56,6 @@ func TestRevocationReachesEveryCache(t *testing.T) {
 		{"in process", func(*testing.T) func(*httpapi.Config) {
 			return func(c *httpapi.Config) { c.KeyCacheTTL = time.Hour }
 		}},
-		{"redis", func(t *testing.T) func(*httpapi.Config) {
-			withRedis := withCache(t, redistest.URL(), &observer{}, func(c *cache.Config) { c.KeyTTL = time.Hour })
-			return func(c *httpapi.Config) { withRedis(c); c.KeyCacheTTL = -1 }
-		}},
 		{"redis and in process", func(t *testing.T) func(*httpapi.Config) {
 			withRedis := withCache(t, redistest.URL(), &observer{}, func(c *cache.Config) { c.KeyTTL = time.Hour })
 			return func(c *httpapi.Config) { withRedis(c); c.KeyCacheTTL = time.Hour }

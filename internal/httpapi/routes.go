@@ -47,7 +47,7 @@ func (s *Server) routes(middleware []gin.HandlerFunc, mounts []Mount) *gin.Engin
 
 	e.Use(s.requestID, s.accessLog, s.recoverPanic)
 	e.Use(middleware...) // before the body limit, so metrics count 413s too
-	e.Use(s.limitBody, requireText)
+	e.Use(oneReading, s.limitBody, requireText)
 	e.NoRoute(func(c *gin.Context) { Abort(c, errNoRoute) })
 	e.NoMethod(func(c *gin.Context) { Abort(c, errNoMethod) })
 

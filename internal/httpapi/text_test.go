@@ -229,15 +229,18 @@ func mutations(t *testing.T, body, bad string) []string {
 	return out
 }
 
-// A JSON body labelled as a form (curl -d without a Content-Type) is still
-// decoded as JSON: checking form fields must not eat the body.
+// A JSON body labelled as a form (curl -d without a Content-Type) has two
+// readings, so it is refused, 415, and nothing is issued; checking form
+// fields must not turn that into another answer.
 func TestJSONLabelledAsForm(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t)
+	before := a.count("tokens")
 	res := a.do(request{method: http.MethodPost, path: "/v1/tokens", key: a.client(),
 		body:   `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":60,"payload":{"account":"a","amount":5,"trace_id":"50% off; 100%"}}`,
 		header: http.Header{"Idempotency-Key": {"form-labelled"}, "Content-Type": {"application/x-www-form-urlencoded"}}})
-	if res.status != http.StatusCreated {
-		t.Errorf("issue = %d %s, want 201", res.status, res.body)
+	wantProblem(t, res, http.StatusUnsupportedMediaType, "unsupported_media_type")
+	if n := a.count("tokens"); n != before {
+		t.Errorf("tokens = %d, want %d", n, before)
 	}
 }

@@ -54,14 +54,34 @@ func (s Signer) mac(body string) []byte {
 	return m.Sum(nil)
 }
 
-// SameOrigin reports whether r was sent by a page of its own host. Browsers
-// send Origin with every POST; Referer is the fallback for the few that do
-// not. A request that names neither is not.
+// SameOrigin reports whether r was sent by a page of its own origin: the
+// same scheme (https when the browser came over HTTPS, see IsHTTPS, else
+// http) and the same host and port. An http:// page of the same host is
+// another origin (anyone on the network can write it). Browsers send Origin
+// with every POST; Referer is the fallback for the few that do not. A
+// request that names neither is not.
 func SameOrigin(r *http.Request) bool {
 	from := r.Header.Get("Origin")
 	if from == "" {
 		from = r.Header.Get("Referer")
 	}
 	u, err := url.Parse(from)
-	return from != "" && err == nil && u.Host == r.Host
+	if from == "" || err != nil {
+		return false
+	}
+	scheme := "http"
+	if IsHTTPS(r) {
+		scheme = "https"
+	}
+	return strings.EqualFold(u.Scheme, scheme) && u.Host != "" &&
+		strings.EqualFold(hostPort(u.Host, scheme), hostPort(r.Host, scheme))
+}
+
+// hostPort returns host with the scheme's default port dropped, as browsers
+// drop it from Origin.
+func hostPort(host, scheme string) string {
+	if scheme == "https" {
+		return strings.TrimSuffix(host, ":443")
+	}
+	return strings.TrimSuffix(host, ":80")
 }

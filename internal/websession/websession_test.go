@@ -62,3 +62,32 @@ func TestSameOrigin(t *testing.T) {
 		}
 	}
 }
+
+// TestSameOriginComparesScheme: an http:// page of the host is another
+// origin than the console served over HTTPS, and the other way round.
+func TestSameOriginComparesScheme(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, url, xfp, origin string
+		want                   bool
+	}{
+		{"http page, https request", "https://example.test/console/revoke", "", "http://example.test", false},
+		{"https page, https request", "https://example.test/console/revoke", "", "https://example.test", true},
+		{"https page, https behind a proxy", "http://example.test/console/revoke", "https", "https://example.test", true},
+		{"http page, https behind a proxy", "http://example.test/console/revoke", "https", "http://example.test", false},
+		{"https page, http request", "http://example.test/console/revoke", "", "https://example.test", false},
+		{"default port named", "https://example.test/console/revoke", "", "https://example.test:443", true},
+		{"another port", "http://example.test/console/revoke", "", "http://example.test:8081", false},
+		{"no host", "http://example.test/console/revoke", "", "http://", false},
+	}
+	for _, tc := range tests {
+		r := httptest.NewRequest("POST", tc.url, nil)
+		if tc.xfp != "" {
+			r.Header.Set("X-Forwarded-Proto", tc.xfp)
+		}
+		r.Header.Set("Origin", tc.origin)
+		if got := SameOrigin(r); got != tc.want {
+			t.Errorf("%s: SameOrigin = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
