@@ -24,6 +24,25 @@ SELECT EXISTS (
     WHERE first.xid < pg_snapshot_xmin(pg_current_snapshot())
 )`
 
+// headsSQL answers, for each tenant of $1, its head position and whether
+// it has settled events to position, by pendingSQL's test.
+const headsSQL = `
+SELECT t.id, coalesce(h.pos, 0), EXISTS (
+    SELECT 1 FROM (
+        SELECT e.xid FROM token_events e
+        WHERE e.tenant_id = t.id
+          AND (e.xid, e.seq) > (coalesce(h.xid, '0'), coalesce(h.seq, 0))
+        ORDER BY e.xid, e.seq
+        LIMIT 1
+    ) first
+    WHERE first.xid < pg_snapshot_xmin(pg_current_snapshot())
+)
+FROM unnest($1::text[]) AS t(id)
+LEFT JOIN event_feed_heads h ON h.tenant_id = t.id`
+
+// notifySQL tells listeners that tenant $1's feed moved.
+const notifySQL = `SELECT pg_notify('` + NotifyChannel + `', $1)`
+
 // lockHeadSQL locks the tenant's feed head, creating it on first use, and
 // answers the last position handed out and the cursor after which events
 // still wait for one.
@@ -54,22 +73,44 @@ FROM last
 WHERE h.tenant_id = $1
 RETURNING last.n`
 
-// readSQL is one page of the feed. It is written for generic plans, which
-// cannot see $3: the constant inner LIMIT (MaxLimit) makes walking the
-// positions' key the cheap way to a page, and OFFSET 0 keeps the event
-// lookup a subquery run per position, by the event's key, so that no plan
-// hashes the tenant's whole trail to join a page of it.
+// readSQL is one page of the feed: up to $3 events after position $2, cut
+// to the byte budget $4. It is written for generic plans, which cannot see
+// $3: the constant inner LIMIT (MaxLimit) makes walking the positions' key
+// the cheap way to a page, and OFFSET 0 keeps the event lookup a subquery
+// run per position, by the event's key, so that no plan hashes the tenant's
+// whole trail to join a page of it.
+//
+// An event's size is the sum of its stored fields' lengths; octet_length
+// of a stored body reads its length, not the body. The window runs over the
+// page of $3 only, and the first event is always taken.
 var readSQL = `
-SELECT p.pos, e.event_id, e.token_id, coalesce(e.operation, ''), coalesce(e.subject, ''), e.kind, e.actor,
-       e.from_state, e.to_state, e.generation, e.outcome_status, e.outcome_body, e.at
-FROM (SELECT pos, token_id, seq FROM event_positions
-      WHERE tenant_id = $1 AND pos > $2
-      ORDER BY pos
-      LIMIT ` + strconv.Itoa(MaxLimit) + `) p
-CROSS JOIN LATERAL (
-    SELECT * FROM token_events e
-    WHERE e.tenant_id = $1 AND e.token_id = p.token_id AND e.seq = p.seq
-    OFFSET 0
-) e
-ORDER BY p.pos
-LIMIT $3`
+SELECT pos, event_id, token_id, operation, subject, kind, actor,
+       from_state, to_state, generation, outcome_status, outcome_body, at
+FROM (
+    SELECT page.*, row_number() OVER w AS n, sum(size) OVER w AS upto
+    FROM (
+        SELECT p.pos, e.event_id, e.token_id, coalesce(e.operation, '') AS operation, coalesce(e.subject, '') AS subject,
+               e.kind, e.actor, e.from_state, e.to_state, e.generation, e.outcome_status, e.outcome_body, e.at,
+               octet_length(e.event_id) + octet_length(e.token_id) + coalesce(octet_length(e.operation), 0)
+                 + coalesce(octet_length(e.subject), 0) + octet_length(e.kind) + octet_length(e.actor)
+                 + coalesce(octet_length(e.outcome_body), 0) AS size
+        FROM (SELECT pos, token_id, seq FROM event_positions
+              WHERE tenant_id = $1 AND pos > $2
+              ORDER BY pos
+              LIMIT ` + strconv.Itoa(MaxLimit) + `) p
+        CROSS JOIN LATERAL (
+            SELECT * FROM token_events e
+            WHERE e.tenant_id = $1 AND e.token_id = p.token_id AND e.seq = p.seq
+            OFFSET 0
+        ) e
+        ORDER BY p.pos
+        LIMIT $3
+    ) page
+    WINDOW w AS (ORDER BY pos)
+) sized
+WHERE n = 1 OR upto <= $4
+ORDER BY pos`
+
+// headSQL is the last position handed out in the tenant's feed, 0 before
+// the first.
+const headSQL = `SELECT coalesce(max(pos), 0) FROM event_feed_heads WHERE tenant_id = $1`

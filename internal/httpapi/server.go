@@ -33,6 +33,7 @@ import (
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/cache"
+	"github.com/tokend/tokend/internal/feedwait"
 	"github.com/tokend/tokend/internal/keyrate"
 	"github.com/tokend/tokend/internal/logredact"
 	"github.com/tokend/tokend/internal/metrics"
@@ -84,6 +85,9 @@ type Config struct {
 	// Mounts add route groups, each called once by New after the built-in
 	// routes are registered.
 	Mounts []Mount
+	// FeedWaiters parks the long polls of GET /v1/events. Default: a hub on
+	// Pool with internal/feedwait's defaults.
+	FeedWaiters *feedwait.Hub
 }
 
 // Check is a dependency /readyz reports on.
@@ -137,6 +141,7 @@ type Server struct {
 	limiter      *keyrate.Limiter // nil: no limit
 	cache        *cache.Cache
 	metrics      *metrics.Metrics
+	feed         *feedwait.Hub
 	engine       *gin.Engine
 }
 
@@ -156,12 +161,19 @@ func New(cfg Config) (*Server, error) {
 		checks:       append([]Check{{Name: postgresCheck, Ping: cfg.Pool.Ping}}, cfg.Checks...),
 		cache:        cfg.Cache,
 		metrics:      cfg.Metrics,
+		feed:         cfg.FeedWaiters,
 	}
 	// Whatever logger it is given, no line of the server shows a secret a
 	// client sent (internal/logredact).
 	s.log = logredact.Logger(s.log)
 	if s.maxBodyBytes == 0 {
 		s.maxBodyBytes = DefaultMaxBodyBytes
+	}
+	if s.feed == nil {
+		var err error
+		if s.feed, err = feedwait.New(feedwait.Config{Pool: cfg.Pool, Logger: s.log}); err != nil {
+			return nil, err
+		}
 	}
 	if s.authenticate == nil {
 		s.authenticate = s.resolveCached
