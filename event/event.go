@@ -142,14 +142,22 @@ func PositionTx(ctx context.Context, tx pgx.Tx, tenant string) (int64, error) {
 	}
 	var head, seq int64
 	var xid string
-	if err := tx.QueryRow(ctx, lockHeadSQL, tenant).Scan(&head, &xid, &seq); err != nil {
+	var ahead bool
+	if err := tx.QueryRow(ctx, lockHeadSQL, tenant).Scan(&head, &xid, &seq, &ahead); err != nil {
 		return 0, fmt.Errorf("event: position: lock the feed head: %w", err)
 	}
-	// No row: another transaction positioned them while this one waited.
 	var n int64
-	err := tx.QueryRow(ctx, positionSQL, tenant, head, xid, seq, positionBatch).Scan(&n)
-	if err != nil && !db.NoRow(err) {
-		return 0, fmt.Errorf("event: position: %w", err)
+	if ahead {
+		// Restored into another cluster: see aheadSQL.
+		if err := tx.QueryRow(ctx, rebaseSQL, tenant, head).Scan(&n); err != nil {
+			return 0, fmt.Errorf("event: position: rebase the feed after a restore: %w", err)
+		}
+	} else {
+		// No row: another transaction positioned them while this one waited.
+		err := tx.QueryRow(ctx, positionSQL, tenant, head, xid, seq, positionBatch).Scan(&n)
+		if err != nil && !db.NoRow(err) {
+			return 0, fmt.Errorf("event: position: %w", err)
+		}
 	}
 	if n > 0 {
 		// Sent at commit, on its own: a statement without a table runs

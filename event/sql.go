@@ -10,7 +10,8 @@ import "strconv"
 // pendingSQL tells whether the tenant has settled events past its head's
 // cursor, so that a read with nothing new takes no lock and writes nothing.
 // It looks at the first event past the cursor only: in (xid, seq) order, if
-// that one's transaction has not settled, no later one has.
+// that one's transaction has not settled, no later one has. It also tells
+// when the feed must be rebased (aheadSQL).
 const pendingSQL = `
 SELECT EXISTS (
     SELECT 1 FROM (
@@ -22,10 +23,58 @@ SELECT EXISTS (
         LIMIT 1
     ) first
     WHERE first.xid < pg_snapshot_xmin(pg_current_snapshot())
-)`
+) OR ` + aheadSQL
+
+// aheadSQL is true when the tenant's feed holds a transaction id this
+// server has not handed out yet: its head's cursor, or an event's. On a
+// live server that cannot be; it is a database restored into another
+// cluster (pg_dump, a logical copy), whose counter starts below the ids the
+// feed was positioned by. Then the new events would sort below the cursor
+// and never be positioned, and events positioned before the restore would
+// sort above it and be positioned again: the feed is rebased (rebaseSQL).
+// An upgrade in place (pg_upgrade) keeps the counter and is not a restore.
+const aheadSQL = `coalesce(greatest(
+    (SELECT max(h.xid) FROM event_feed_heads h WHERE h.tenant_id = $1),
+    (SELECT max(e.xid) FROM token_events e WHERE e.tenant_id = $1)
+) >= pg_snapshot_xmax(pg_current_snapshot()), false)`
+
+// rebaseSQL rebases a tenant's feed onto this cluster's transaction ids, with
+// the head locked at position $2: it positions every event visible and still
+// without a position, in seq order (an identity that pg_dump carries over,
+// so writes before and after the restore keep their order), marks with xid
+// 0 every positioned event whose xid is not below this server's horizon,
+// and moves the head's cursor to just below the horizon. Every event then
+// past the cursor is one without a position, written on this cluster. It
+// walks the tenant's whole trail, once after a restore.
+const rebaseSQL = `
+WITH horizon AS (
+    SELECT (pg_snapshot_xmin(pg_current_snapshot())::text::numeric - 1)::text::xid8 AS xid
+), lost AS (
+    SELECT e.token_id, e.seq, e.at, row_number() OVER (ORDER BY e.seq) AS n
+    FROM token_events e
+    WHERE e.tenant_id = $1
+      AND NOT EXISTS (SELECT 1 FROM event_positions p
+                      WHERE p.tenant_id = $1 AND p.token_id = e.token_id AND p.seq = e.seq)
+), numbered AS (
+    INSERT INTO event_positions (tenant_id, pos, token_id, seq, at)
+    SELECT $1, $2::bigint + n, token_id, seq, at FROM lost
+), marked AS (
+    UPDATE token_events e SET xid = '0'
+    FROM horizon
+    WHERE e.tenant_id = $1 AND e.xid > horizon.xid
+      AND (EXISTS (SELECT 1 FROM event_positions p
+                   WHERE p.tenant_id = $1 AND p.token_id = e.token_id AND p.seq = e.seq)
+           OR EXISTS (SELECT 1 FROM lost l WHERE l.token_id = e.token_id AND l.seq = e.seq))
+)
+UPDATE event_feed_heads h
+SET pos = $2::bigint + (SELECT count(*) FROM lost), xid = horizon.xid, seq = 9223372036854775807
+FROM horizon
+WHERE h.tenant_id = $1
+RETURNING h.pos - $2::bigint`
 
 // headsSQL answers, for each tenant of $1, its head position and whether
-// it has settled events to position, by pendingSQL's test.
+// it has settled events to position or must be rebased, by pendingSQL's
+// test.
 const headsSQL = `
 SELECT t.id, coalesce(h.pos, 0), EXISTS (
     SELECT 1 FROM (
@@ -36,7 +85,8 @@ SELECT t.id, coalesce(h.pos, 0), EXISTS (
         LIMIT 1
     ) first
     WHERE first.xid < pg_snapshot_xmin(pg_current_snapshot())
-)
+) OR coalesce(greatest(h.xid, (SELECT max(e.xid) FROM token_events e WHERE e.tenant_id = t.id))
+              >= pg_snapshot_xmax(pg_current_snapshot()), false)
 FROM unnest($1::text[]) AS t(id)
 LEFT JOIN event_feed_heads h ON h.tenant_id = t.id`
 
@@ -44,12 +94,12 @@ LEFT JOIN event_feed_heads h ON h.tenant_id = t.id`
 const notifySQL = `SELECT pg_notify('` + NotifyChannel + `', $1)`
 
 // lockHeadSQL locks the tenant's feed head, creating it on first use, and
-// answers the last position handed out and the cursor after which events
-// still wait for one.
+// answers the last position handed out, the cursor after which events
+// still wait for one, and whether the feed must be rebased (aheadSQL).
 const lockHeadSQL = `
 INSERT INTO event_feed_heads AS h (tenant_id, pos) VALUES ($1, 0)
 ON CONFLICT (tenant_id) DO UPDATE SET pos = h.pos
-RETURNING pos, xid::text, seq`
+RETURNING pos, xid::text, seq, ` + aheadSQL
 
 // positionSQL numbers up to $5 settled events after the head's cursor
 // ($3, $4) from position $2 + 1, and moves the head past them. It runs with
