@@ -266,3 +266,40 @@ func (e *CursorAheadError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrCursorAhead) hold.
 func (e *CursorAheadError) Unwrap() error { return ErrCursorAhead }
+
+// Stall is what holds the feeds back.
+type Stall struct {
+	// OldestTransaction is how long the oldest transaction running on the
+	// server (any database), or prepared, has been open: events written
+	// after it started wait for it to end. Zero when none.
+	OldestTransaction time.Duration
+	// Held is, per tenant that has read its feed, how long its oldest
+	// committed event has waited for a position because an older
+	// transaction is still open. Tenants with none held back are absent.
+	Held map[string]time.Duration
+}
+
+// Stalls answers what holds the feeds back now, in two statements.
+func Stalls(ctx context.Context, pool *pgxpool.Pool) (Stall, error) {
+	var s Stall
+	var secs float64
+	if err := pool.QueryRow(ctx, stallSQL).Scan(&secs); err != nil {
+		return s, fmt.Errorf("event: stalls: %w", err)
+	}
+	s.OldestTransaction = seconds(secs)
+	rows, err := pool.Query(ctx, heldSQL)
+	if err != nil {
+		return s, fmt.Errorf("event: stalls: %w", err)
+	}
+	s.Held = map[string]time.Duration{}
+	var tenant string
+	if _, err := pgx.ForEachRow(rows, []any{&tenant, &secs}, func() error {
+		s.Held[tenant] = seconds(secs)
+		return nil
+	}); err != nil {
+		return s, fmt.Errorf("event: stalls: %w", err)
+	}
+	return s, nil
+}
+
+func seconds(s float64) time.Duration { return time.Duration(max(s, 0) * float64(time.Second)) }

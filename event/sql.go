@@ -164,3 +164,30 @@ ORDER BY pos`
 // headSQL is the last position handed out in the tenant's feed, 0 before
 // the first.
 const headSQL = `SELECT coalesce(max(pos), 0) FROM event_feed_heads WHERE tenant_id = $1`
+
+// stallSQL answers how long the oldest transaction that holds every feed
+// back has been open (seconds, 0 when none): the oldest running one with a
+// transaction id, on any database of the server (ids are server-wide), or
+// a prepared one. pg_stat_activity shows other roles' transactions only to
+// a role with pg_read_all_stats.
+const stallSQL = `
+SELECT coalesce(extract(epoch FROM now() - least(
+    (SELECT min(xact_start) FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid()),
+    (SELECT min(prepared) FROM pg_prepared_xacts))), 0)::float8`
+
+// heldSQL answers, for each tenant with a feed head, how long its oldest
+// event held back is waiting: committed, past the head's cursor, and
+// written by a transaction not yet settled. Events merely not yet read
+// (settled, waiting for a reader to position them) are not held back. It
+// reads one event per tenant, the first past the horizon.
+const heldSQL = `
+SELECT h.tenant_id, extract(epoch FROM now() - first.at)::float8
+FROM event_feed_heads h
+CROSS JOIN LATERAL (
+    SELECT e.at FROM token_events e
+    WHERE e.tenant_id = h.tenant_id
+      AND e.xid >= pg_snapshot_xmin(pg_current_snapshot())
+      AND (e.xid, e.seq) > (h.xid, h.seq)
+    ORDER BY e.xid, e.seq
+    LIMIT 1
+) first`

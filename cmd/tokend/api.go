@@ -80,6 +80,9 @@ func newAPI(ctx context.Context, cfg serveConfig, pool, listen *pgxpool.Pool, ke
 	// One hub parks every long poll of the event feed; it LISTENs where the
 	// API-key watcher does.
 	feed, err := feedwait.New(feedwait.Config{Pool: pool, Listen: listen, Logger: log})
+	if err == nil {
+		err = m.Register(feed.Collectors()...)
+	}
 	if err != nil {
 		release()
 		return nil, nil, err

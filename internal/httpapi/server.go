@@ -88,7 +88,14 @@ type Config struct {
 	// FeedWaiters parks the long polls of GET /v1/events. Default: a hub on
 	// Pool with internal/feedwait's defaults.
 	FeedWaiters *feedwait.Hub
+	// FeedStallAfter is how long a transaction may stay open on the
+	// database server before /readyz names it as a stall of the event feed
+	// (without going unready). Default DefaultFeedStallAfter.
+	FeedStallAfter time.Duration
 }
+
+// DefaultFeedStallAfter is Config.FeedStallAfter's default.
+const DefaultFeedStallAfter = 30 * time.Second
 
 // Check is a dependency /readyz reports on.
 type Check struct {
@@ -112,6 +119,8 @@ func (c Config) Validate() error {
 		return errors.New("httpapi: Config.Spender is required")
 	case c.RateLimit.PerSecond < 0 || c.RateLimit.Burst < 0:
 		return errors.New("httpapi: Config.RateLimit must not be negative")
+	case c.FeedStallAfter < 0:
+		return errors.New("httpapi: Config.FeedStallAfter must not be negative")
 	case c.MaxBodyBytes < 0:
 		return fmt.Errorf("httpapi: Config.MaxBodyBytes is %d, want 0 (the default) or more", c.MaxBodyBytes)
 	}
@@ -130,19 +139,20 @@ func (c Config) Validate() error {
 
 // Server is the API as an http.Handler.
 type Server struct {
-	pool         *pgxpool.Pool
-	issuer       *intent.Issuer
-	spender      *consume.Spender
-	log          *slog.Logger
-	maxBodyBytes int64
-	authenticate func(ctx context.Context, presented string) (apikey.Key, error)
-	keys         *keyCache // nil: no in-process key cache
-	checks       []Check
-	limiter      *keyrate.Limiter // nil: no limit
-	cache        *cache.Cache
-	metrics      *metrics.Metrics
-	feed         *feedwait.Hub
-	engine       *gin.Engine
+	pool           *pgxpool.Pool
+	issuer         *intent.Issuer
+	spender        *consume.Spender
+	log            *slog.Logger
+	maxBodyBytes   int64
+	authenticate   func(ctx context.Context, presented string) (apikey.Key, error)
+	keys           *keyCache // nil: no in-process key cache
+	checks         []Check
+	limiter        *keyrate.Limiter // nil: no limit
+	cache          *cache.Cache
+	metrics        *metrics.Metrics
+	feed           *feedwait.Hub
+	feedStallAfter time.Duration
+	engine         *gin.Engine
 }
 
 // New returns a Server configured by cfg. It puts gin, process-wide, in
@@ -152,16 +162,17 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		pool:         cfg.Pool,
-		issuer:       cfg.Issuer,
-		spender:      cfg.Spender,
-		log:          cfg.Logger,
-		maxBodyBytes: cfg.MaxBodyBytes,
-		authenticate: cfg.Authenticate,
-		checks:       append([]Check{{Name: postgresCheck, Ping: cfg.Pool.Ping}}, cfg.Checks...),
-		cache:        cfg.Cache,
-		metrics:      cfg.Metrics,
-		feed:         cfg.FeedWaiters,
+		pool:           cfg.Pool,
+		issuer:         cfg.Issuer,
+		spender:        cfg.Spender,
+		log:            cfg.Logger,
+		maxBodyBytes:   cfg.MaxBodyBytes,
+		authenticate:   cfg.Authenticate,
+		checks:         append([]Check{{Name: postgresCheck, Ping: cfg.Pool.Ping}}, cfg.Checks...),
+		cache:          cfg.Cache,
+		metrics:        cfg.Metrics,
+		feed:           cfg.FeedWaiters,
+		feedStallAfter: cmp.Or(cfg.FeedStallAfter, DefaultFeedStallAfter),
 	}
 	// Whatever logger it is given, no line of the server shows a secret a
 	// client sent (internal/logredact).
