@@ -136,15 +136,15 @@ func TestEventFeedCapsWaiters(t *testing.T) {
 }
 
 // parked waits until hub has n waiters.
-func parked(t *testing.T, hub *feedwait.Hub, n int) {
+func parked(t testing.TB, hub *feedwait.Hub, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		if total, _ := hub.Waiters(); total == n {
 			return
 		}
 		if time.Now().After(deadline) {
-			total, _ := hub.Waiters()
-			t.Fatalf("%d waiters parked, want %d", total, n)
+			total, per := hub.Waiters()
+			t.Fatalf("%d waiters parked (%v), want %d", total, per, n)
 		}
 	}
 }
