@@ -3,7 +3,6 @@ package admin
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -120,7 +119,7 @@ func ReconcileTx(ctx context.Context, tx pgx.Tx, tenant, id string, r Reconcilia
 	} else {
 		body.Error = r.Result
 	}
-	b, err := json.Marshal(body)
+	b, err := body.Encode()
 	if err != nil {
 		return token.Record{}, fmt.Errorf("%w: result: %v", ErrInvalidRequest, err)
 	}

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/tokend/tokend/client"
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/contract"
@@ -26,6 +28,7 @@ import (
 // tokend is a real tokend on a fresh database, every exchange checked
 // against the OpenAPI document, with acme's client and operator keys.
 type tokend struct {
+	pool           *pgxpool.Pool
 	url            string
 	client, op     string // API keys
 	clientOfGlobex string
@@ -52,7 +55,7 @@ func newTokend(t *testing.T) *tokend {
 		}
 		return secret
 	}
-	return &tokend{url: ts.URL, client: key("acme", apikey.Client), op: key("acme", apikey.Operator), clientOfGlobex: key("globex", apikey.Client)}
+	return &tokend{pool: pool, url: ts.URL, client: key("acme", apikey.Client), op: key("acme", apikey.Operator), clientOfGlobex: key("globex", apikey.Client)}
 }
 
 // sent is one request as it left the client.

@@ -121,6 +121,12 @@ var (
 	// ErrOperationChanging: the operation was redeclared during the request;
 	// nothing happened and the client retries.
 	ErrOperationChanging = code("operation_changing")
+	// ErrCursorAhead: the feed never handed out the cursor's position (the
+	// cursor comes from another database); the detail names its last one.
+	ErrCursorAhead = code("cursor_ahead")
+	// ErrTooManyWaiters: the server parks as many long polls of the feed as
+	// it allows; read again after Retry-After (Follow does).
+	ErrTooManyWaiters = code("too_many_waiters")
 )
 
 // Sentinels maps every problem code tokend documents to its sentinel.
@@ -133,7 +139,7 @@ func Sentinels() map[string]error {
 		ErrReportConflict, ErrBuiltinOperation, ErrOperationInUse, ErrTokenExpired, ErrTokenRevoked,
 		ErrTokenKeyRetired, ErrIntentKeyRetired, ErrPayloadTooLarge, ErrIdempotencyKeyReused,
 		ErrPayloadMismatch, ErrRateLimited, ErrInternal, ErrUnavailable, ErrOperationChanging,
-		ErrUnsupportedMediaType, ErrHeadersTooLarge,
+		ErrUnsupportedMediaType, ErrHeadersTooLarge, ErrCursorAhead, ErrTooManyWaiters,
 	} {
 		m[e.(*sentinel).code] = e
 	}

@@ -16,7 +16,7 @@ import (
 )
 
 // retried are the codes the client sends again; every other is final.
-var retried = map[string]bool{"in_progress": true, "rate_limited": true, "unavailable": true, "operation_changing": true}
+var retried = map[string]bool{"in_progress": true, "rate_limited": true, "too_many_waiters": true, "unavailable": true, "operation_changing": true}
 
 // TestEveryProblemCodeMapsToItsSentinel answers each code the OpenAPI
 // document lists and checks errors.Is with its sentinel and no other,

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"iter"
 	"net/http"
 	"net/url"
@@ -48,6 +49,10 @@ type EventsRequest struct {
 	After string
 	// Limit is the page size; zero is the server's default (100).
 	Limit int
+	// MaxBytes bounds the answer's body, from 1 to 1 MiB; zero is the
+	// server's default, 1 MiB. A page always carries the next event, however
+	// large, so a reader never stops behind one.
+	MaxBytes int
 	// Wait, when set, lets the server wait that long (at most 30 s) for an
 	// event when there is none yet, in whole seconds.
 	Wait time.Duration
@@ -62,6 +67,9 @@ func (c *Client) Events(ctx context.Context, r EventsRequest) (*EventPage, error
 	}
 	if r.Limit > 0 {
 		q.Set("limit", strconv.Itoa(r.Limit))
+	}
+	if r.MaxBytes > 0 {
+		q.Set("max_bytes", strconv.Itoa(r.MaxBytes))
 	}
 	if r.Wait > 0 {
 		q.Set("wait", strconv.Itoa(int(r.Wait/time.Second)))
@@ -80,12 +88,28 @@ const followWait = 20 * time.Second
 
 // Follow iterates over the tenant's events after the cursor after, waiting
 // for new ones, until ctx ends or a read fails (it yields the error and
-// stops). Keep the Position of the last event handled, as a cursor
+// stops). A 429 too_many_waiters is waited out, not yielded. Pages come within the server's byte bound (1 MiB, or one event),
+// well under what the client reads of an answer (32 MiB), so Follow gets
+// past large events. Keep the Position of the last event handled, as a cursor
 // (strconv.FormatInt), to resume where it left off.
 func (c *Client) Follow(ctx context.Context, after string) iter.Seq2[FeedEvent, error] {
 	return func(yield func(FeedEvent, error) bool) {
 		for {
 			p, err := c.Events(ctx, EventsRequest{After: after, Wait: followWait})
+			var tooMany *Problem
+			if errors.Is(err, ErrTooManyWaiters) && errors.As(err, &tooMany) {
+				// Nothing new yet and the server is full of waiters: read
+				// again once it says to.
+				t := time.NewTimer(time.Duration(max(tooMany.RetryAfter, 1)) * time.Second)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					yield(FeedEvent{}, ctx.Err())
+					return
+				case <-t.C:
+				}
+				continue
+			}
 			if err != nil {
 				yield(FeedEvent{}, err)
 				return

@@ -1,11 +1,14 @@
 package client_test
 
 import (
+	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/tokend/tokend/client"
+	"github.com/tokend/tokend/event"
 )
 
 // TestFollowSeesEveryChange: Follow hands over each state change of a lease
@@ -54,5 +57,44 @@ func TestFollowSeesEveryChange(t *testing.T) {
 	}
 	if _, err := c.Events(ctx, client.EventsRequest{After: "x"}); err == nil {
 		t.Error("Events with a bad cursor: no error")
+	}
+}
+
+// TestFollowGetsPastLargeEvents: a feed of 40 events of 1 MiB each, 40 MiB
+// in all, more than the client reads of one answer (32 MiB), is followed to
+// its end: pages are cut to the server's byte bound.
+func TestFollowGetsPastLargeEvents(t *testing.T) {
+	t.Parallel()
+	srv := newTokend(t)
+	ctx, cancel := contextWithTimeout(t, time.Minute)
+	defer cancel()
+	const n, size = 40, 1 << 20
+	if _, err := srv.pool.Exec(ctx, `
+		INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation, outcome_status, outcome_body)
+		SELECT 'acme', 'tok_' || g, 'pay', 'alice', 'test', 'spend', 'issued', 'consumed', 1, 200, convert_to($2, 'UTF8')
+		FROM generate_series(1, $1::int) g`, n, `"`+strings.Repeat("x", size-2)+`"`); err != nil {
+		t.Fatal(err)
+	}
+	for positioned := int64(0); positioned < n; {
+		k, err := event.Position(context.Background(), srv.pool, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if positioned += k; k == 0 {
+			time.Sleep(5 * time.Millisecond) // an older transaction elsewhere is open
+		}
+	}
+	c := newClient(t, srv.url, srv.client, &wire{})
+	got := 0
+	for e, err := range c.Follow(ctx, "") {
+		if err != nil {
+			t.Fatalf("after %d events: %v", got, err)
+		}
+		if got++; e.Position != int64(got) || len(e.Outcome) != size {
+			t.Fatalf("event %d at position %d with %d outcome bytes", got, e.Position, len(e.Outcome))
+		}
+		if got == n {
+			break
+		}
 	}
 }

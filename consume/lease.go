@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -35,7 +34,7 @@ func (s *Spender) grantLease(ctx context.Context, tx pgx.Tx, req Request, t *loc
 		return Response{}, fmt.Errorf("consume: grant lease: %w", err)
 	}
 	l.ExpiresAt = l.ExpiresAt.UTC()
-	body, err := json.Marshal(struct {
+	body, err := encodeStored(struct {
 		TokenID string      `json:"token_id"`
 		State   token.State `json:"state"`
 		*Lease
@@ -93,10 +92,10 @@ func FinishTx(ctx context.Context, tx pgx.Tx, a token.Action, r Report) (Recorde
 	switch a {
 	case token.Complete:
 		status = cmp.Or(status, http.StatusOK)
-		body, err = json.Marshal(OutcomeBody{TokenID: r.TokenID, State: to, Result: r.Result})
+		body, err = OutcomeBody{TokenID: r.TokenID, State: to, Result: r.Result}.Encode()
 	case token.Fail:
 		status = cmp.Or(status, http.StatusUnprocessableEntity)
-		body, err = json.Marshal(OutcomeBody{TokenID: r.TokenID, State: to, Error: r.Result})
+		body, err = OutcomeBody{TokenID: r.TokenID, State: to, Error: r.Result}.Encode()
 	}
 	if err != nil {
 		return Recorded{}, fmt.Errorf("%w: %s: result: %v", ErrInvalidPayload, a, err)

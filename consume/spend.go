@@ -1,6 +1,7 @@
 package consume
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -295,7 +296,7 @@ func (s *Spender) execute(ctx context.Context, tx pgx.Tx, req Request, t *locked
 		// as a bad request. The spend rolls back and stores nothing.
 		return Response{}, fmt.Errorf("consume: %s: handler outcome cannot be stored: %v", t.operation, err)
 	}
-	body, err := json.Marshal(OutcomeBody{TokenID: t.id, State: to, Result: out.Result})
+	body, err := OutcomeBody{TokenID: t.id, State: to, Result: out.Result}.Encode()
 	if err != nil {
 		return Response{}, fmt.Errorf("consume: %s: encode result: %w", t.operation, err)
 	}
@@ -317,6 +318,21 @@ type OutcomeBody struct {
 	State   token.State `json:"state"`
 	Result  any         `json:"result,omitempty"`
 	Error   any         `json:"error,omitempty"`
+}
+
+// Encode is b as stored and replayed: JSON as json.Marshal writes it, except
+// that <, > and & are written as they are, not as six-byte escapes, so a
+// body (and the events that carry it) keeps its own size.
+func (b OutcomeBody) Encode() ([]byte, error) { return encodeStored(b) }
+
+func encodeStored(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 func isLockTimeout(err error) bool {

@@ -42,7 +42,7 @@ func BenchmarkFeed(b *testing.B) {
 			tokentest.Trail(b, pool, "t", n)
 			b.Run("read", func(b *testing.B) {
 				for b.Loop() {
-					page, err := event.Read(ctx, pool, "t", int64(n-100), 100)
+					page, err := event.Read(ctx, pool, "t", event.Query{After: int64(n - 100), Limit: 100})
 					if err != nil || len(page) != 100 {
 						b.Fatalf("read = %d, %v", len(page), err)
 					}
@@ -59,7 +59,7 @@ func BenchmarkFeed(b *testing.B) {
 						b.Fatal(err)
 					}
 					b.StartTimer()
-					page, err := event.Read(ctx, pool, "t", after, 100)
+					page, err := event.Read(ctx, pool, "t", event.Query{After: after, Limit: 100})
 					if err != nil {
 						b.Fatal(err)
 					}

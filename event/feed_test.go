@@ -35,7 +35,7 @@ func follow(ctx context.Context, pool *pgxpool.Pool, tenant string, want int) ([
 	seen := map[string]bool{}
 	var after int64
 	for len(got) < want {
-		page, err := event.Read(ctx, pool, tenant, after, 7)
+		page, err := event.Read(ctx, pool, tenant, event.Query{After: after, Limit: 7})
 		if err != nil {
 			return got, err
 		}
@@ -153,7 +153,7 @@ func TestFeedSkipsNoLateCommit(t *testing.T) {
 		t.Fatalf("%d written events never read", len(ids))
 	}
 	// Nothing more, and a read past the end answers nothing.
-	more, err := event.Read(ctx, pool, tenant, int64(total), 10)
+	more, err := event.Read(ctx, pool, tenant, event.Query{After: int64(total), Limit: 10})
 	if err != nil || len(more) != 0 {
 		t.Fatalf("read past the end = %d events, %v; want none", len(more), err)
 	}
@@ -184,7 +184,7 @@ func TestFeedWaitsForOpenTransactions(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	page, err := event.Read(ctx, pool, tenant, 0, 10)
+	page, err := event.Read(ctx, pool, tenant, event.Query{After: 0, Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestFeedTenantIsolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if more, err := event.Read(ctx, pool, "b", 1, 10); err != nil || len(more) != 0 {
+	if more, err := event.Read(ctx, pool, "b", event.Query{After: 1, Limit: 10}); err != nil || len(more) != 0 {
 		t.Fatalf("tenant b past its one event = %d events, %v; want none", len(more), err)
 	}
 	if len(a) != 2 || len(b) != 1 || a[1].Position != 2 || b[0].Position != 1 {
@@ -242,12 +242,12 @@ func TestFeedTenantIsolation(t *testing.T) {
 func TestReadRefusesBadRequests(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
-	for _, tc := range []struct {
-		after int64
-		limit int
-	}{{-1, 10}, {0, -1}, {0, event.MaxLimit + 1}} {
-		if _, err := event.Read(context.Background(), pool, "t", tc.after, tc.limit); !errors.Is(err, event.ErrInvalidRequest) {
-			t.Errorf("Read(after %d, limit %d) = %v, want ErrInvalidRequest", tc.after, tc.limit, err)
+	for _, q := range []event.Query{
+		{After: -1, Limit: 10}, {Limit: -1}, {Limit: event.MaxLimit + 1},
+		{MaxBytes: -1}, {MaxBytes: event.MaxBytes + 1},
+	} {
+		if _, err := event.Read(context.Background(), pool, "t", q); !errors.Is(err, event.ErrInvalidRequest) {
+			t.Errorf("Read(%+v) = %v, want ErrInvalidRequest", q, err)
 		}
 	}
 }

@@ -32,7 +32,7 @@ func TestFeedStatementsWalkOnlyWhatTheyNeed(t *testing.T) {
 	}{
 		{"pending", event.PendingSQL, "'t'", 1},
 		{"position", event.PositionSQL, "'t', 20000, '" + xid + "', " + itoa(seq) + ", 1000", 0},
-		{"read", event.ReadSQL, "'t', 19900, 100", 100},
+		{"read", event.ReadSQL, "'t', 19900, 100, " + itoa(event.MaxBytes), 100},
 	}
 	for _, mode := range pgtest.PlanModes {
 		for _, c := range cases {

@@ -14,6 +14,7 @@ import (
 	"github.com/tokend/tokend/internal/console"
 	"github.com/tokend/tokend/internal/demo"
 	"github.com/tokend/tokend/internal/dispatch"
+	"github.com/tokend/tokend/internal/feedwait"
 	"github.com/tokend/tokend/internal/httpapi"
 	"github.com/tokend/tokend/internal/ledgerapi"
 	"github.com/tokend/tokend/internal/metrics"
@@ -76,14 +77,25 @@ func newAPI(ctx context.Context, cfg serveConfig, pool, listen *pgxpool.Pool, ke
 		release()
 		return nil, nil, err
 	}
+	// One hub parks every long poll of the event feed; it LISTENs where the
+	// API-key watcher does.
+	feed, err := feedwait.New(feedwait.Config{Pool: pool, Listen: listen, Logger: log})
+	if err == nil {
+		err = m.Register(feed.Collectors()...)
+	}
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
 	api, err = httpapi.New(httpapi.Config{
-		Pool:      pool,
-		Issuer:    issuer,
-		Spender:   spender,
-		Logger:    log,
-		Cache:     c,
-		Metrics:   m,
-		RateLimit: httpapi.RateLimit{PerSecond: cfg.RateLimit},
+		FeedWaiters: feed,
+		Pool:        pool,
+		Issuer:      issuer,
+		Spender:     spender,
+		Logger:      log,
+		Cache:       c,
+		Metrics:     m,
+		RateLimit:   httpapi.RateLimit{PerSecond: cfg.RateLimit},
 		Mounts: []httpapi.Mount{ledgerapi.Mount(pool), dispatch.Routes(pool, keys, dispatch.Options{AllowedHosts: cfg.WebhookAllowedHosts,
 			MaxEndpoints: cfg.WebhookMaxEndpoints, SecretOverlap: cfg.WebhookSecretOverlap}), func(r httpapi.Routes) {
 			if demoApp != nil {

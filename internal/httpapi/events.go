@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -10,25 +11,33 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/tokend/tokend/client"
 	"github.com/tokend/tokend/event"
+	"github.com/tokend/tokend/internal/feedwait"
 )
 
 // MaxEventWait bounds the long poll of GET /v1/events.
 const MaxEventWait = 30 * time.Second
 
-// eventPollInterval is how often a long poll looks for new events.
-const eventPollInterval = 200 * time.Millisecond
+// feedRetryAfter is the Retry-After, in seconds, of a long poll refused
+// because too many wait already.
+const feedRetryAfter = 5
+
+// feedWireOptions encode a page as every answer is encoded, except that
+// <, > and & are written as they are: an outcome body is sent at its own
+// size, not up to six times it.
+var feedWireOptions = jsonv2.JoinOptions(wireOptions, jsontext.EscapeForHTML(false))
 
 // feedQuery is what GET /v1/events reads.
 type feedQuery struct {
-	after int64
-	limit int
-	wait  time.Duration
+	event.Query
+	wait time.Duration
 }
 
-var feedParams = []string{"after", "limit", "wait"}
+var feedParams = []string{"after", "limit", "max_bytes", "wait"}
 
 func parseFeedQuery(q url.Values) (feedQuery, error) {
 	for _, name := range slices.Sorted(maps.Keys(q)) {
@@ -39,16 +48,21 @@ func parseFeedQuery(q url.Values) (feedQuery, error) {
 			return feedQuery{}, invalidRequest(fmt.Sprintf("query parameter %q is given %d times", name, len(q[name])))
 		}
 	}
-	f := feedQuery{limit: event.DefaultLimit}
+	f := feedQuery{Query: event.Query{Limit: event.DefaultLimit, MaxBytes: event.MaxBytes}}
 	var err error
 	if s := q.Get("after"); s != "" {
-		if f.after, err = strconv.ParseInt(s, 10, 64); err != nil || f.after < 0 {
+		if f.After, err = strconv.ParseInt(s, 10, 64); err != nil || f.After < 0 {
 			return feedQuery{}, invalidRequest(fmt.Sprintf("after %q: want a cursor from a previous page's next_cursor", s))
 		}
 	}
 	if s := q.Get("limit"); s != "" {
-		if f.limit, err = strconv.Atoi(s); err != nil || f.limit < 1 || f.limit > event.MaxLimit {
+		if f.Limit, err = strconv.Atoi(s); err != nil || f.Limit < 1 || f.Limit > event.MaxLimit {
 			return feedQuery{}, invalidRequest(fmt.Sprintf("limit %q: want an integer from 1 to %d", s, event.MaxLimit))
+		}
+	}
+	if s := q.Get("max_bytes"); s != "" {
+		if f.MaxBytes, err = strconv.Atoi(s); err != nil || f.MaxBytes < 1 || f.MaxBytes > event.MaxBytes {
+			return feedQuery{}, invalidRequest(fmt.Sprintf("max_bytes %q: want an integer from 1 to %d", s, event.MaxBytes))
 		}
 	}
 	if s := q.Get("wait"); s != "" {
@@ -62,7 +76,9 @@ func parseFeedQuery(q url.Values) (feedQuery, error) {
 }
 
 // listEvents answers the caller's tenant's events after a cursor, waiting up
-// to wait seconds for one when there is none yet.
+// to wait seconds for one when there is none yet. A waiting request issues
+// no statement until the process's feed hub (internal/feedwait) says the
+// tenant's feed moved.
 func (s *Server) listEvents(c *gin.Context) {
 	f, err := parseFeedQuery(c.Request.URL.Query())
 	if err != nil {
@@ -71,27 +87,75 @@ func (s *Server) listEvents(c *gin.Context) {
 	}
 	ctx := c.Request.Context()
 	tenant := Caller(c).Tenant
-	deadline := time.Now().Add(f.wait)
+	var w *feedwait.Waiter
+	if f.wait > 0 {
+		// Parked before the first read, so that a move between that read
+		// and the wait is not missed.
+		if w, err = s.feed.Join(tenant); err == nil {
+			defer w.Leave()
+		}
+	}
+	timer := time.NewTimer(f.wait)
+	defer timer.Stop()
 	var events []event.Event
 	for {
-		if events, err = event.Read(ctx, s.pool, tenant, f.after, f.limit); err != nil {
-			Abort(c, err)
+		var changed <-chan struct{}
+		if w != nil {
+			changed = w.Changed()
+		}
+		if events, err = event.Read(ctx, s.pool, tenant, f.Query); err != nil {
+			abortFeed(c, err)
 			return
 		}
-		if len(events) > 0 || !time.Now().Add(eventPollInterval).Before(deadline) {
+		if len(events) > 0 || f.wait == 0 {
 			break
+		}
+		if w == nil {
+			Abort(c, &Problem{Status: http.StatusTooManyRequests, Code: "too_many_waiters", RetryAfter: feedRetryAfter,
+				Detail: "too many long polls of the event feed wait on this server; retry later, or read without wait"})
+			return
 		}
 		select {
 		case <-ctx.Done():
 			Abort(c, ctx.Err())
 			return
-		case <-time.After(eventPollInterval):
+		case <-timer.C:
+		case <-changed:
+			continue
 		}
+		break
 	}
-	// NextCursor is where the next read starts, also when this page is
-	// empty, so a follower keeps it as is.
-	page := client.EventPage{Items: make([]client.FeedEvent, 0, len(events)), NextCursor: strconv.FormatInt(f.after, 10)}
-	for _, e := range events {
+	body, err := encodePage(events, f.After, f.MaxBytes)
+	if err != nil {
+		Abort(c, err)
+		return
+	}
+	c.Data(http.StatusOK, "application/json", body)
+}
+
+// abortFeed answers a failed read; a cursor the feed cannot honour gets a
+// 409 naming the last position it handed out.
+func abortFeed(c *gin.Context, err error) {
+	var ahead *event.CursorAheadError
+	if errors.As(err, &ahead) {
+		Abort(c, &Problem{Status: http.StatusConflict, Code: "cursor_ahead",
+			Detail: fmt.Sprintf("cursor %d is past the last position this feed handed out (%d): it comes from another database, "+
+				"say one restored from an older backup; read again from a cursor you kept at or before %d, or from 0, and deduplicate by event id",
+				ahead.After, ahead.Head, ahead.Head)})
+		return
+	}
+	Abort(c, err)
+}
+
+// encodePage writes events as an EventPage, taking them in order while the
+// body stays within maxBytes, and the first one always. NextCursor is where
+// the next read starts, also when the page is empty, so a follower keeps it
+// as is.
+func encodePage(events []event.Event, after int64, maxBytes int) ([]byte, error) {
+	const open, sep = `{"items":[`, ","
+	cursor := strconv.FormatInt(after, 10)
+	body := []byte(open)
+	for i, e := range events {
 		v := client.FeedEvent{
 			ID: e.ID, Position: e.Position, Type: e.Type, TokenID: e.TokenID,
 			Operation: e.Operation, Subject: e.Subject, Actor: e.Actor,
@@ -102,8 +166,24 @@ func (s *Server) listEvents(c *gin.Context) {
 			from := client.State(*e.From)
 			v.From = &from
 		}
-		page.Items = append(page.Items, v)
-		page.NextCursor = strconv.FormatInt(e.Position, 10)
+		item, err := jsonv2.Marshal(v, feedWireOptions)
+		if err != nil {
+			return nil, err
+		}
+		next := strconv.FormatInt(e.Position, 10)
+		size := len(body) + len(item) + len(closing(next))
+		if i > 0 {
+			size += len(sep)
+			if size > maxBytes {
+				break
+			}
+			body = append(body, sep...)
+		}
+		body = append(body, item...)
+		cursor = next
 	}
-	WriteJSON(c, http.StatusOK, page)
+	return append(body, closing(cursor)...), nil
 }
+
+// closing ends a page whose next cursor is cursor.
+func closing(cursor string) string { return `],"next_cursor":"` + cursor + `"}` }

@@ -128,7 +128,9 @@ func TestEventFeedRefusesBadQueries(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t)
 	for _, q := range []string{"after=-1", "after=abc", "after=1.5", "limit=0", "limit=1001", "limit=x",
-		"wait=31", "wait=-1", "wait=1s", "cursor=1", "after=1&after=2"} {
+		"wait=31", "wait=-1", "wait=1s", "cursor=1", "after=1&after=2",
+		"max_bytes=0", "max_bytes=-1", "max_bytes=1048577", "max_bytes=1e3", "max_bytes=1&max_bytes=2",
+		"after=99999999999999999999", "limit=99999999999999999999", "wait=99999999999999999999", "max_bytes=99999999999999999999"} {
 		wantProblem(t, a.get(a.client(), "/v1/events?"+q), http.StatusBadRequest, "invalid_request")
 	}
 	if res := a.get("", "/v1/events"); res.status != http.StatusUnauthorized {

@@ -2,11 +2,14 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/tokend/tokend/event"
 )
 
 const (
@@ -30,6 +33,9 @@ func (s *Server) healthz(c *gin.Context) {
 type readiness struct {
 	Status string            `json:"status"`
 	Checks map[string]string `json:"checks"`
+	// Stalls names what slows the service without making it unready: a
+	// transaction open past Config.FeedStallAfter holds every event feed.
+	Stalls map[string]string `json:"stalls,omitempty"`
 }
 
 func (s *Server) readyz(c *gin.Context) {
@@ -53,6 +59,16 @@ func (s *Server) readyz(c *gin.Context) {
 		}
 		s.log.LogAttrs(c.Request.Context(), slog.LevelWarn, "readiness check failed",
 			slog.String("request_id", c.GetString(requestIDKey)), slog.String("check", ch.Name), slog.String("error", err.Error()))
+	}
+	if r.Checks[postgresCheck] == "ok" {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), checkTimeout)
+		st, err := event.Stalls(ctx, s.pool)
+		cancel()
+		if err == nil && st.OldestTransaction > s.feedStallAfter {
+			r.Stalls = map[string]string{"event_feed": fmt.Sprintf(
+				"a transaction has been open on the database server for %s (over %s): every event feed waits for it to end",
+				st.OldestTransaction.Round(time.Second), s.feedStallAfter)}
+		}
 	}
 	status := http.StatusOK
 	if r.Status == "unavailable" {

@@ -40,7 +40,8 @@ func TestReadyz(t *testing.T) {
 	}
 	pool := pgtest.NewPool(t)
 	for _, tt := range tests {
-		a := newAPIOn(t, pool, func(c *httpapi.Config) { c.Checks = tt.checks })
+		// A long transaction of another test on the server would add a stall.
+		a := newAPIOn(t, pool, func(c *httpapi.Config) { c.Checks, c.FeedStallAfter = tt.checks, 24*time.Hour })
 		res := a.get("", "/readyz")
 		if res.status != tt.status || string(res.body) != tt.body {
 			t.Errorf("%s: readyz = %d %s, want %d %s", tt.name, res.status, res.body, tt.status, tt.body)
@@ -104,4 +105,33 @@ func TestReadyzProbesRedisWhileIdle(t *testing.T) {
 	waitReady("degraded")
 	rs.start()
 	waitReady("ok")
+}
+
+// TestReadyzNamesAFeedStall: a transaction open on the database server past
+// FeedStallAfter is named in /readyz's stalls, while the service stays
+// ready: it delays the event feeds, it does not stop anything.
+func TestReadyzNamesAFeedStall(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	a := newAPIOn(t, pool, func(c *httpapi.Config) { c.FeedStallAfter = time.Second })
+	open, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Rollback(ctx)
+	if _, err := open.Exec(ctx, `SELECT pg_current_xact_id()`); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	res := a.get("", "/readyz")
+	var r struct {
+		Status string            `json:"status"`
+		Checks map[string]string `json:"checks"`
+		Stalls map[string]string `json:"stalls"`
+	}
+	mustUnmarshal(t, res.body, &r)
+	if res.status != http.StatusOK || r.Status != "ready" || !strings.Contains(r.Stalls["event_feed"], "every event feed waits") {
+		t.Errorf("readyz with a transaction open 1.5 s = %d %s, want ready with an event_feed stall", res.status, res.body)
+	}
 }

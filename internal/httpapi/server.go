@@ -33,6 +33,7 @@ import (
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/cache"
+	"github.com/tokend/tokend/internal/feedwait"
 	"github.com/tokend/tokend/internal/keyrate"
 	"github.com/tokend/tokend/internal/logredact"
 	"github.com/tokend/tokend/internal/metrics"
@@ -84,7 +85,17 @@ type Config struct {
 	// Mounts add route groups, each called once by New after the built-in
 	// routes are registered.
 	Mounts []Mount
+	// FeedWaiters parks the long polls of GET /v1/events. Default: a hub on
+	// Pool with internal/feedwait's defaults.
+	FeedWaiters *feedwait.Hub
+	// FeedStallAfter is how long a transaction may stay open on the
+	// database server before /readyz names it as a stall of the event feed
+	// (without going unready). Default DefaultFeedStallAfter.
+	FeedStallAfter time.Duration
 }
+
+// DefaultFeedStallAfter is Config.FeedStallAfter's default.
+const DefaultFeedStallAfter = 30 * time.Second
 
 // Check is a dependency /readyz reports on.
 type Check struct {
@@ -108,6 +119,8 @@ func (c Config) Validate() error {
 		return errors.New("httpapi: Config.Spender is required")
 	case c.RateLimit.PerSecond < 0 || c.RateLimit.Burst < 0:
 		return errors.New("httpapi: Config.RateLimit must not be negative")
+	case c.FeedStallAfter < 0:
+		return errors.New("httpapi: Config.FeedStallAfter must not be negative")
 	case c.MaxBodyBytes < 0:
 		return fmt.Errorf("httpapi: Config.MaxBodyBytes is %d, want 0 (the default) or more", c.MaxBodyBytes)
 	}
@@ -126,18 +139,20 @@ func (c Config) Validate() error {
 
 // Server is the API as an http.Handler.
 type Server struct {
-	pool         *pgxpool.Pool
-	issuer       *intent.Issuer
-	spender      *consume.Spender
-	log          *slog.Logger
-	maxBodyBytes int64
-	authenticate func(ctx context.Context, presented string) (apikey.Key, error)
-	keys         *keyCache // nil: no in-process key cache
-	checks       []Check
-	limiter      *keyrate.Limiter // nil: no limit
-	cache        *cache.Cache
-	metrics      *metrics.Metrics
-	engine       *gin.Engine
+	pool           *pgxpool.Pool
+	issuer         *intent.Issuer
+	spender        *consume.Spender
+	log            *slog.Logger
+	maxBodyBytes   int64
+	authenticate   func(ctx context.Context, presented string) (apikey.Key, error)
+	keys           *keyCache // nil: no in-process key cache
+	checks         []Check
+	limiter        *keyrate.Limiter // nil: no limit
+	cache          *cache.Cache
+	metrics        *metrics.Metrics
+	feed           *feedwait.Hub
+	feedStallAfter time.Duration
+	engine         *gin.Engine
 }
 
 // New returns a Server configured by cfg. It puts gin, process-wide, in
@@ -147,21 +162,29 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		pool:         cfg.Pool,
-		issuer:       cfg.Issuer,
-		spender:      cfg.Spender,
-		log:          cfg.Logger,
-		maxBodyBytes: cfg.MaxBodyBytes,
-		authenticate: cfg.Authenticate,
-		checks:       append([]Check{{Name: postgresCheck, Ping: cfg.Pool.Ping}}, cfg.Checks...),
-		cache:        cfg.Cache,
-		metrics:      cfg.Metrics,
+		pool:           cfg.Pool,
+		issuer:         cfg.Issuer,
+		spender:        cfg.Spender,
+		log:            cfg.Logger,
+		maxBodyBytes:   cfg.MaxBodyBytes,
+		authenticate:   cfg.Authenticate,
+		checks:         append([]Check{{Name: postgresCheck, Ping: cfg.Pool.Ping}}, cfg.Checks...),
+		cache:          cfg.Cache,
+		metrics:        cfg.Metrics,
+		feed:           cfg.FeedWaiters,
+		feedStallAfter: cmp.Or(cfg.FeedStallAfter, DefaultFeedStallAfter),
 	}
 	// Whatever logger it is given, no line of the server shows a secret a
 	// client sent (internal/logredact).
 	s.log = logredact.Logger(s.log)
 	if s.maxBodyBytes == 0 {
 		s.maxBodyBytes = DefaultMaxBodyBytes
+	}
+	if s.feed == nil {
+		var err error
+		if s.feed, err = feedwait.New(feedwait.Config{Pool: cfg.Pool, Logger: s.log}); err != nil {
+			return nil, err
+		}
 	}
 	if s.authenticate == nil {
 		s.authenticate = s.resolveCached
