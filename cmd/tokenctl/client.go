@@ -62,7 +62,9 @@ func unreachable(err error) (msg string, ok bool) {
 		why, hint = "it does not speak TLS there", "use http:// in TOKENCTL_URL, or the proxy that terminates TLS"
 	case ue.Timeout():
 		why, hint = "no answer came in time", "is tokend or the network between overloaded? try again, or check TOKENCTL_URL"
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		// net/http's words when a connection closes as a retry reuses it.
+		strings.Contains(err.Error(), "server closed idle connection"):
 		why, hint = "the connection was closed before an answer came", "is something other than tokend listening there, or did it restart? try again"
 	default:
 		why = ue.Err.Error()
