@@ -112,6 +112,8 @@ var (
 	ErrIdempotencyKeyReused = code("idempotency_key_reused")
 	// ErrPayloadMismatch: the payload differs from the one the token was issued for.
 	ErrPayloadMismatch = code("payload_mismatch")
+	// ErrPayloadMissing: the token is bound to a payload and the spend carried none.
+	ErrPayloadMissing = code("payload_missing")
 	// ErrRateLimited: too many requests; the client retries after Retry-After.
 	ErrRateLimited = code("rate_limited")
 	// ErrInternal: a server bug; the request id finds it in the server's log.

@@ -15,6 +15,9 @@ var (
 	ErrBindingMismatch = errors.New("consume: token bound to another subject or operation")
 	// ErrPayloadMismatch: the payload differs from the one the token is bound to.
 	ErrPayloadMismatch = errors.New("consume: payload differs from the one the token was issued for")
+	// ErrPayloadMissing: the token is bound to a payload and the spend
+	// carries none.
+	ErrPayloadMissing = errors.New("consume: the token is bound to a payload and the spend carries none")
 	// ErrNoHandler: the operation is atomic but this process has no handler for it.
 	ErrNoHandler = errors.New("consume: no handler registered for operation")
 	// ErrReportConflict: a lease holder's report differs from the one

@@ -165,6 +165,11 @@ func (s *Spender) spendLocked(ctx context.Context, tx pgx.Tx, req Request, t *lo
 		return Response{}, token.ErrExpired
 	}
 	if t.digest != nil {
+		// Said as such: "invalid payload: the JSON ends early" would not tell
+		// the caller the token was issued for a payload.
+		if len(bytes.TrimSpace(req.Payload)) == 0 {
+			return Response{}, ErrPayloadMissing
+		}
 		d, err := token.Digest(req.Payload, t.policy.IgnoredFields)
 		if err != nil {
 			return Response{}, fmt.Errorf("%w: %w", ErrInvalidPayload, err)

@@ -225,6 +225,7 @@ func TestSpendRejectsWithoutChangingToken(t *testing.T) {
 		{"other tenant", bound, func(r *consume.Request) { r.Tenant = "other" }, token.ErrNotFound},
 		{"changed amount", bound, func(r *consume.Request) { r.Payload = mustJSON(t, credit("carol", 500)) }, consume.ErrPayloadMismatch},
 		{"changed account", bound, func(r *consume.Request) { r.Payload = mustJSON(t, credit("mallory", 5)) }, consume.ErrPayloadMismatch},
+		{"no payload", bound, func(r *consume.Request) { r.Payload = nil }, consume.ErrPayloadMissing},
 		{"malformed payload", bound, func(r *consume.Request) { r.Payload = []byte(`{"account":`) }, consume.ErrInvalidPayload},
 		{"negative amount", unbound, func(r *consume.Request) { r.Payload = mustJSON(t, credit("carol", -5)) }, consume.ErrInvalidPayload},
 		{"unknown field", unbound, func(r *consume.Request) { r.Payload = []byte(`{"account":"carol","amount":5,"admin":true}`) }, consume.ErrInvalidPayload},

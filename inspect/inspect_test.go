@@ -223,6 +223,10 @@ func TestListFilters(t *testing.T) {
 		{"empty window", inspect.Filter{CreatedAfter: split, CreatedBefore: split}, nil},
 		{"no match", inspect.Filter{Subject: "carol"}, nil},
 		{"subject is not a pattern", inspect.Filter{Subject: "%"}, nil},
+		{"search by subject", inspect.Filter{Search: "bob"}, []string{credit.Token.ID}},
+		{"search by intent", inspect.Filter{Search: debit.Token.IntentID}, []string{debit.Token.ID}},
+		{"search and state", inspect.Filter{Search: "alice", State: token.Issued}, []string{later.Token.ID, debit.Token.ID}},
+		{"search is not a pattern", inspect.Filter{Search: "intent-%"}, nil},
 	}
 	for _, tt := range tests {
 		items, next, err := inspect.List(ctx, e.pool, "acme", tt.filter)
@@ -254,6 +258,7 @@ func TestListInvalidFilter(t *testing.T) {
 		{"cursor not an id", inspect.Filter{Cursor: "dG9rX3g"}}, // base64url of "tok_x"
 		{"raw id as cursor", inspect.Filter{Cursor: token.NewID()}},
 		{"NUL in subject", inspect.Filter{Subject: "user\x00"}},
+		{"NUL in search", inspect.Filter{Search: "user\x00"}},
 		{"operation not UTF-8", inspect.Filter{Operation: "pay\xff"}},
 	}
 	for _, tt := range tests {

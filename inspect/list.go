@@ -27,6 +27,7 @@ type Filter struct {
 	State         token.State // as every read reports it (StateExpr): expired includes issued tokens past expiry
 	Operation     string
 	Subject       string
+	Search        string    // tokens whose subject or intent ID is exactly Search; "" for any
 	CreatedAfter  time.Time // created at or after; zero for no bound
 	CreatedBefore time.Time // created strictly before; zero for no bound
 	Limit         int       // page size; zero means DefaultLimit, at most MaxLimit
@@ -35,7 +36,7 @@ type Filter struct {
 
 // Validate reports the first thing wrong with f, wrapping ErrInvalidFilter.
 func (f Filter) Validate() error {
-	if err := token.CheckText("operation", f.Operation, "subject", f.Subject, "cursor", f.Cursor); err != nil {
+	if err := token.CheckText("operation", f.Operation, "subject", f.Subject, "search", f.Search, "cursor", f.Cursor); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidFilter, err)
 	}
 	if f.State != "" {
@@ -69,7 +70,7 @@ func List(ctx context.Context, q db.DBTX, tenant string, f Filter) (items []toke
 	// handing out a cursor to an empty one.
 	rows, err := q.Query(ctx, listSQL[f.State], tenant,
 		orNil(string(f.State)), orNil(f.Operation), orNil(f.Subject),
-		timeOrNil(f.CreatedAfter), timeOrNil(f.CreatedBefore), orNil(after), limit+1)
+		timeOrNil(f.CreatedAfter), timeOrNil(f.CreatedBefore), orNil(after), limit+1, orNil(f.Search))
 	if err != nil {
 		return nil, "", fmt.Errorf("inspect: list: %w", err)
 	}

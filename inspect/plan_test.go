@@ -51,7 +51,7 @@ func explainList(t *testing.T, pool *pgxpool.Pool, mode string, f inspect.Filter
 	if f.State != "" {
 		state = "'" + string(f.State) + "'"
 	}
-	return pgtest.Explain(t, pool, mode, inspect.ListStatement(f), fmt.Sprintf("'big', %s, NULL, NULL, NULL, NULL, NULL, 51", state))
+	return pgtest.Explain(t, pool, mode, inspect.ListStatement(f), fmt.Sprintf("'big', %s, NULL, NULL, NULL, NULL, NULL, 51, NULL", state))
 }
 
 // seedStates gives tenant "big" n tokens: five of each rare kind of state

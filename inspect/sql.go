@@ -82,6 +82,7 @@ WHERE tenant_id = $1
   AND %s
   AND ($3::text IS NULL OR operation = $3)
   AND ($4::text IS NULL OR subject = $4)
+  AND ($9::text IS NULL OR subject = $9 OR intent_id = $9)
   AND ($5::timestamptz IS NULL OR created_at >= $5)
   AND ($6::timestamptz IS NULL OR created_at < $6)
   AND ($7::text IS NULL OR id < $7)

@@ -1,7 +1,18 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/tokend/tokend/client"
@@ -19,4 +30,44 @@ func newClient(base, key string) (*client.Client, error) {
 	return client.New(base, key,
 		client.WithUserAgent("tokenctl"),
 		client.WithHTTPClient(&http.Client{Timeout: requestTimeout}))
+}
+
+// unreachable says, in one sentence, why err, a request that got no answer
+// from tokend, failed, with the address tried and what to check; ok is
+// false for any other error.
+func unreachable(err error) (msg string, ok bool) {
+	var ue *url.Error
+	if !errors.As(err, &ue) || errors.Is(err, context.Canceled) {
+		return "", false
+	}
+	at := ue.URL
+	if u, perr := url.Parse(ue.URL); perr == nil {
+		at = u.Scheme + "://" + u.Host
+	}
+	var (
+		dns     *net.DNSError
+		cert    *tls.CertificateVerificationError
+		unknown x509.UnknownAuthorityError
+		header  tls.RecordHeaderError
+	)
+	why, hint := "", "check TOKENCTL_URL or --url"
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		why, hint = "nothing listens there (connection refused)", "is tokend running, and on that port? check TOKENCTL_URL or --url"
+	case errors.As(err, &dns):
+		why = "the host name " + strconv.Quote(dns.Name) + " does not resolve"
+	case errors.As(err, &cert), errors.As(err, &unknown):
+		why, hint = "its TLS certificate is not trusted", "check the certificate, or the host name in TOKENCTL_URL"
+	case errors.As(err, &header), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		why, hint = "it does not speak TLS there", "use http:// in TOKENCTL_URL, or the proxy that terminates TLS"
+	case ue.Timeout():
+		why, hint = "no answer came in time", "is tokend or the network between overloaded? try again, or check TOKENCTL_URL"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		// net/http's words when a connection closes as a retry reuses it.
+		strings.Contains(err.Error(), "server closed idle connection"):
+		why, hint = "the connection was closed before an answer came", "is something other than tokend listening there, or did it restart? try again"
+	default:
+		why = ue.Err.Error()
+	}
+	return fmt.Sprintf("cannot reach tokend at %s: %s; %s.", at, why, hint), true
 }

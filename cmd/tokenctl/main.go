@@ -102,11 +102,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	err := dispatch(ctx, args, &env{getenv: getenv, stdout: stdout, stderr: stderr})
 	code := exitCode(err)
 	var p *client.Problem
+	msg, noAnswer := unreachable(err)
 	switch {
 	case code == exitOK:
 	case errors.As(err, &p) && err == error(p):
 		// The API's words, and the id its log has them under.
 		fmt.Fprintf(stderr, "tokenctl: %s: %s (HTTP %d, request %s)\n", p.Code, p.Detail, p.Status, p.RequestID)
+	case noAnswer:
+		fmt.Fprintf(stderr, "tokenctl: %s\n", msg)
 	default:
 		fmt.Fprintf(stderr, "tokenctl: %v\n", err)
 	}

@@ -284,7 +284,7 @@ func TestExitCodes(t *testing.T) {
 		{"bad url", env("ftp://example.com", f.operator), []string{"stats"}, exitUsage, "TOKENCTL_URL"},
 		{"client key", env(f.srv.URL, f.client), []string{"stats"}, exitAuth, "tokenctl: forbidden: "},
 		{"unknown key", env(f.srv.URL, "tkk_unknown"), []string{"stats"}, exitAuth, "tokenctl: unauthorized: "},
-		{"server down", env(down, f.operator), []string{"stats"}, exitError, "connection refused"},
+		{"server down", env(down, f.operator), []string{"stats"}, exitError, "tokenctl: cannot reach tokend at " + down + ": nothing listens there (connection refused); is tokend running"},
 		{"bad request", good, []string{"list", "--state", "gone"}, exitError, "tokenctl: invalid_request: "},
 		{"flags override env", env(down, "tkk_unknown"), []string{"stats", "--url", f.srv.URL, "--key", f.operator}, exitOK, ""},
 	}

@@ -98,10 +98,18 @@ func newAPI(ctx context.Context, cfg serveConfig, pool, listen *pgxpool.Pool, ke
 		RateLimit:   httpapi.RateLimit{PerSecond: cfg.RateLimit},
 		Mounts: []httpapi.Mount{ledgerapi.Mount(pool), dispatch.Routes(pool, keys, dispatch.Options{AllowedHosts: cfg.WebhookAllowedHosts,
 			MaxEndpoints: cfg.WebhookMaxEndpoints, SecretOverlap: cfg.WebhookSecretOverlap}), func(r httpapi.Routes) {
+			links := []console.Link{
+				{Path: "/openapi.json", Name: "API reference", About: "the OpenAPI 3.1 document of the REST API."},
+				{Path: "/healthz", Name: "Liveness", About: "200 while the process serves."},
+				{Path: "/readyz", Name: "Readiness", About: "200 while the database answers; says when the cache is degraded."},
+				{Path: "/metrics", Name: "Metrics", About: "Prometheus text."},
+			}
 			if demoApp != nil {
 				demoApp.Mount(r.Public)
+				links = append([]console.Link{{Path: "/demo", Name: "Demo app", About: "a top-up form whose submits spend one-time tokens (TOKEND_DEMO is on)."}}, links...)
 			}
 			ops.Mount(r.Public)
+			ops.MountIndex(r.Public, links...)
 		}},
 	})
 	if err != nil {

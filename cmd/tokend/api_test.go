@@ -17,7 +17,8 @@ import (
 )
 
 // The demo app, where anyone may sign in and have tokens issued, is served
-// only when TOKEND_DEMO (or --demo) turns it on; the console always is.
+// only when TOKEND_DEMO (or --demo) turns it on; the console always is, and
+// / answers a page that links to what is served.
 func TestDemoOnlyWhenTurnedOn(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
@@ -75,6 +76,13 @@ func TestDemoOnlyWhenTurnedOn(t *testing.T) {
 			}
 			if got := do(http.MethodGet, "/console/signin", nil); got != http.StatusOK {
 				t.Errorf("GET /console/signin = %d, want 200 either way", got)
+			}
+			w := httptest.NewRecorder()
+			api.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+			index := w.Body.String()
+			if w.Code != http.StatusOK || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/html") ||
+				!strings.Contains(index, `href="/console"`) || !strings.Contains(index, `href="/openapi.json"`) || strings.Contains(index, `href="/demo"`) != tt.demo {
+				t.Errorf("GET / = %d %s, want an HTML page linking to the console, the API and, only when on, the demo:\n%s", w.Code, w.Header().Get("Content-Type"), index)
 			}
 		})
 	}

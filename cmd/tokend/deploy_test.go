@@ -12,7 +12,8 @@ import (
 
 // TestDockerfile: the image builds both commands statically (CGO off) with
 // the Go version go.mod names, runs as a non-root user, and checks its
-// health with tokend health, which needs no shell or curl.
+// health with tokend health, which needs no shell or curl, asking liveness
+// (/healthz), not readiness.
 func TestDockerfile(t *testing.T) {
 	t.Parallel()
 	b, err := os.ReadFile(filepath.Join("..", "..", "Dockerfile"))
@@ -47,6 +48,9 @@ func TestDockerfile(t *testing.T) {
 		if !strings.Contains(runtime, want) {
 			t.Errorf("the runtime stage does not say %q", want)
 		}
+	}
+	if hc := runtime[strings.Index(runtime, "HEALTHCHECK"):]; strings.Contains(hc[:strings.Index(hc, "]")], "--ready") {
+		t.Error("the HEALTHCHECK asks readiness: a database outage would mark every instance unhealthy at once")
 	}
 	if strings.Contains(runtime, "USER root") || strings.Contains(runtime, "USER 0") {
 		t.Error("the runtime stage runs as root")

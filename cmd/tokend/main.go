@@ -30,7 +30,7 @@ const usage = `usage:
   tokend migrate [--database-url URL]
   tokend keys create --tenant T --role client|operator [--database-url URL]
   tokend keys revoke --tenant T --id key_… [--database-url URL]
-  tokend health [--listen ADDR] [--timeout D]
+  tokend health [--ready] [--listen ADDR] [--timeout D]
   tokend version
 
 environment (a flag overrides its variable):
@@ -39,6 +39,7 @@ environment (a flag overrides its variable):
   TOKEND_DATABASE_SESSION_URL  Postgres URL with sessions of their own, for migrations and LISTEN (default the above)
   TOKEND_MIGRATION_LOCK_TIMEOUT how long migrating waits for a lock another session holds (default 1m)
   TOKEND_SECRET_KEY            serve: at least 32 bytes of random text, token secrets derive from it (required)
+  TOKEND_SECRET_KEY_FILE       serve: a file holding TOKEND_SECRET_KEY instead (see secrets from files below)
   TOKEND_PREVIOUS_SECRET_KEYS  serve: comma-separated former secret keys, after a rotation
   TOKEND_LISTEN                serve: listen address (default 127.0.0.1:8080)
   TOKEND_REDIS_URL             serve, keys revoke: Redis of the lookup cache (optional)
@@ -56,6 +57,12 @@ environment (a flag overrides its variable):
   TOKEND_SHUTDOWN_TIMEOUT      serve: how long in-flight requests may finish after SIGTERM (default 15s)
   TOKEND_DEBUG_LISTEN          serve: address of Go's profiler, /debug/pprof/; keep it on loopback (default off)
   TOKEND_DEMO                  serve: 1 serves the demo app under /demo, where anyone may sign in (default off)
+
+secrets from files: TOKEND_SECRET_KEY, TOKEND_PREVIOUS_SECRET_KEYS, TOKEND_DATABASE_URL,
+TOKEND_DATABASE_SESSION_URL and TOKEND_REDIS_URL may each be read from a file instead:
+  NAME_FILE                    the file's path, e.g. /run/secrets/tokend_key
+  $CREDENTIALS_DIRECTORY/NAME  a systemd credential called NAME (LoadCredential=NAME:/path)
+a trailing line break is dropped; NAME and NAME_FILE both set is an error.
 `
 
 func main() {
@@ -91,6 +98,13 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return usageError{errors.New("no command given")}
+	}
+	switch args[0] {
+	case "serve", "migrate", "keys":
+		var err error
+		if getenv, err = secretsFromFiles(getenv); err != nil {
+			return usageError{err}
+		}
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "serve":

@@ -19,9 +19,10 @@ import (
 // envVarRE matches a tokend environment variable's name.
 var envVarRE = regexp.MustCompile(`\bTOKEND_[A-Z0-9_]*[A-Z0-9]\b`)
 
-// testOnly are variables of tests and test builds, not of a production
-// tokend: the usage text need not list them.
-var testOnly = []string{"TOKEND_TEST_", "TOKEND_FAKETIME_"}
+// testOnly are variables of tests, test builds and scripts/run and
+// scripts/test, not of a production tokend: the usage text need not list
+// them.
+var testOnly = []string{"TOKEND_TEST_", "TOKEND_FAKETIME_", "TOKEND_FUZZTIME", "TOKEND_PG_", "TOKEND_FORCE_THROWAWAY_"}
 
 func envVars(text string) []string {
 	var vars []string
@@ -117,4 +118,48 @@ func plural(n int) string {
 		return "1 migration"
 	}
 	return strconv.Itoa(n) + " migrations"
+}
+
+// The README and the deployment guide name the tests that show what they
+// say; each name must be a test that exists, so that a renamed or removed
+// test does not leave a statement standing on nothing.
+func TestDocsNameRealTests(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..", "..")
+	defined := map[string]bool{}
+	funcRE := regexp.MustCompile(`(?m)^func (Test[A-Za-z0-9_]+|Benchmark[A-Za-z0-9_]+|Fuzz[A-Za-z0-9_]+)\(`)
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == ".tokend" || d.Name() == "artifacts") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range funcRE.FindAllStringSubmatch(string(src), -1) {
+			defined[m[1]] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nameRE := regexp.MustCompile(`\b(Test[A-Z][A-Za-z0-9_]*|Benchmark[A-Z][A-Za-z0-9_]*|Fuzz[A-Z][A-Za-z0-9_]*)\b`)
+	for _, doc := range []string{"README.md", filepath.Join("docs", "deploy.md")} {
+		text, err := os.ReadFile(filepath.Join(root, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range nameRE.FindAllString(string(text), -1) {
+			if !defined[name] {
+				t.Errorf("%s names %s; no test of that name exists", doc, name)
+			}
+		}
+	}
 }

@@ -4,7 +4,7 @@
 // Every test gets a browser of its own, with a fresh profile. When a test
 // fails, a screenshot of each of its tabs is saved under artifacts/browser/
 // at the repository root; with TOKEND_TEST_SCREENSHOTS=1, the pages a test
-// names with Tab.Shot are saved there too.
+// names with Tab.Shot are saved there too. Tab.Keep saves one always.
 //
 // The browser is Debian's chromium at DefaultExecPath, or the one
 // TOKEND_TEST_CHROMIUM names. When it is missing the tests fail, and say how
@@ -170,6 +170,54 @@ func (tab *Tab) DisableScripts() {
 		_, err := chromedp.Call(ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
 		return chromedp.Void{}, err
 	})
+}
+
+// Viewport makes the tab's page width by height CSS pixels, as a phone
+// (mobile set: its viewport meta tag counts, its scrollbars overlay) or a
+// desktop window shows it.
+func (tab *Tab) Viewport(width, height int64, mobile bool) {
+	tab.b.t.Helper()
+	tab.Do(func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Call(ctx, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
+			Width: width, Height: height, DeviceScaleFactor: 1, Mobile: mobile})
+		return chromedp.Void{}, err
+	})
+}
+
+// Overflow is how far the page is wider than its viewport.
+type Overflow struct {
+	ScrollWidth, ClientWidth int64  // the document's, in CSS pixels
+	Widest                   string // the widest element sticking out, as tag#id.class, "" for none
+}
+
+// PageOverflow measures the page in the tab: a page that a user must scroll
+// sideways has ScrollWidth > ClientWidth.
+func (tab *Tab) PageOverflow() Overflow {
+	tab.b.t.Helper()
+	return Run(tab, chromedp.Evaluate[Overflow](`(() => {
+		const d = document.documentElement, vw = d.clientWidth;
+		let widest = "", right = vw;
+		for (const el of document.body.querySelectorAll("*")) {
+			const r = el.getBoundingClientRect().right;
+			if (r > right) {
+				right = r;
+				widest = el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") + (el.className ? "." + String(el.className).split(" ").join(".") : "");
+			}
+		}
+		return {ScrollWidth: d.scrollWidth, ClientWidth: vw, Widest: widest};
+	})()`))
+}
+
+// Keep saves a screenshot of the tab's page as name.png under
+// artifacts/browser/, whatever TOKEND_TEST_SCREENSHOTS says, and logs where:
+// for the pages whose look a test is about.
+func (tab *Tab) Keep(name string) {
+	tab.b.t.Helper()
+	if path, err := tab.save(name); err != nil {
+		tab.b.t.Errorf("screenshot %s: %v", name, err)
+	} else {
+		tab.b.t.Logf("screenshot %s", path)
+	}
 }
 
 // Shot saves a screenshot of the tab's page as name.png when

@@ -16,14 +16,15 @@ import (
 
 func css(s string) chromedp.CSS { return chromedp.CSS(s) }
 
-// signIn signs the operator in with key and waits for the token list.
+// signIn signs the operator in with key and waits for the token list, on
+// the tab it lands on.
 func signIn(tab *browsertest.Tab, s *server, key string) {
 	tab.Do(chromedp.Navigate(s.URL+"/console/"), chromedp.WaitVisible(css("#key")))
 	tab.Shot("signin")
 	tab.Do(
 		chromedp.SendKeys(css("#key"), key),
 		chromedp.Click(css("main button")),
-		chromedp.WaitVisible(css("#tab-unknown.current")),
+		chromedp.WaitVisible(css(".tabs .current")),
 	)
 }
 
@@ -136,7 +137,7 @@ func TestReconcileUnknown(t *testing.T) {
 	if err != nil || !resp.Replayed || resp.Status != 201 || resp.State != token.Consumed || !bytes.Equal(resp.Body, []byte(want)) {
 		t.Errorf("spend after the reconciliation = %d %s replayed %v, %v; want 201 %s replayed", resp.Status, resp.Body, resp.Replayed, err, want)
 	}
-	operator.Do(chromedp.Navigate(s.URL+"/console/tokens"), chromedp.WaitVisible(css("#empty")))
+	operator.Do(chromedp.Navigate(s.URL+"/console/tokens?state=unknown"), chromedp.WaitVisible(css("#empty")))
 	if got := operator.Text("#empty"); !strings.Contains(got, "No token waits") {
 		t.Errorf("the unknown tab says %q after the reconciliation, want that none waits", got)
 	}

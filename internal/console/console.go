@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -130,4 +132,23 @@ func (c *Console) Mount(r gin.IRouter) {
 	op.POST("/tokens/:id/reconcile", c.checkCSRF, c.reconcile)
 	op.GET("/webhooks", c.webhooks)
 	op.GET("/webhooks/:id", c.webhook)
+	op.POST("/webhooks/:id/enable", c.checkCSRF, c.enableWebhook)
+	op.POST("/webhooks/:id/disable", c.checkCSRF, c.disableWebhook)
+	op.POST("/webhooks/:id/redeliver", c.checkCSRF, c.redeliver)
+}
+
+// Link is one entry of the index page: where, what it is called, and a line
+// on what it is.
+type Link struct {
+	Path, Name, About string
+}
+
+// MountIndex answers GET / on r with a page that links to the console and to
+// each of links, so that a browser pointed at the server finds what it
+// serves.
+func (c *Console) MountIndex(r gin.IRouter, links ...Link) {
+	all := append([]Link{{Path: c.path, Name: "Operator console", About: "Sign in with an operator API key to inspect, revoke and reconcile tokens and to look after webhooks."}}, links...)
+	r.GET("/", slices.Concat(secureHeaders, []gin.HandlerFunc{func(g *gin.Context) {
+		c.pages.render(g.Writer, http.StatusOK, "index.html", nil, all)
+	}})...)
 }

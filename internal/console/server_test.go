@@ -85,6 +85,7 @@ func newServer(t *testing.T, configure ...func(*console.Config)) *server {
 	e := gin.New()
 	app.Mount(e)
 	cons.Mount(e)
+	cons.MountIndex(e, console.Link{Path: "/openapi.json", Name: "API reference", About: "the OpenAPI document."})
 	s.Server = httptest.NewServer(e)
 	t.Cleanup(s.Close)
 	if _, err := operation.Put(t.Context(), pool, tenant, operation.Policy{Name: leaseOp, Mode: operation.Lease}, nil); err != nil {

@@ -19,8 +19,8 @@ import (
 	"github.com/tokend/tokend/token"
 )
 
-// tabOrder is the order of the list's tabs: the states that wait for an
-// operator or a lease holder first.
+// tabOrder is the order of the list's state tabs, after "all": the states
+// that wait for an operator or a lease holder first.
 var tabOrder = []token.State{token.Unknown, token.Pending, token.Issued, token.Failed, token.Consumed, token.Revoked, token.Expired}
 
 const (
@@ -37,17 +37,39 @@ type tab struct {
 
 type listData struct {
 	State  string // the tab shown
+	Query  string // the search, "" for none
 	Tabs   []tab
 	Tokens []token.Record
 	Next   string // the next page's URL, "" on the last one
 }
 
-// list shows a page of the tenant's tokens in one state; unknown by default,
-// because those wait for an operator.
+// list shows a page of the tenant's tokens in one state, those whose subject
+// or intent ID is the search q, if any. Without a state it shows the unknown
+// tokens when some wait for an operator, and all tokens otherwise. A search
+// that is a token's ID goes to that token.
 func (c *Console) list(g *gin.Context) {
 	s := sessionOf(g)
-	state := g.DefaultQuery("state", string(token.Unknown))
-	f := inspect.Filter{Limit: pageSize, Cursor: g.Query("cursor")}
+	ctx := g.Request.Context()
+	q := strings.TrimSpace(g.Query("q"))
+	if token.ValidID(q) {
+		if _, err := inspect.Get(ctx, c.pool, s.Tenant, q); err == nil {
+			g.Redirect(http.StatusSeeOther, c.path+"/tokens/"+url.PathEscape(q))
+			return
+		}
+	}
+	waiting, err := admin.UnresolvedTenant(ctx, c.pool, s.Tenant)
+	if err != nil {
+		c.fail(g, err)
+		return
+	}
+	state := g.Query("state")
+	if state == "" {
+		state = allStates
+		if waiting.Unknown > 0 && q == "" {
+			state = string(token.Unknown)
+		}
+	}
+	f := inspect.Filter{Limit: pageSize, Cursor: g.Query("cursor"), Search: q}
 	if state != allStates {
 		st, err := token.ParseState(state)
 		if err != nil {
@@ -56,21 +78,17 @@ func (c *Console) list(g *gin.Context) {
 		}
 		f.State = st
 	}
-	items, next, err := inspect.List(g.Request.Context(), c.pool, s.Tenant, f)
+	items, next, err := inspect.List(ctx, c.pool, s.Tenant, f)
 	if errors.Is(err, inspect.ErrInvalidFilter) {
-		c.problem(g, http.StatusBadRequest, "That page does not exist; start from the first one.")
+		c.problem(g, http.StatusBadRequest, "That search or page does not exist; start from the first one.")
 		return
 	}
 	if err != nil {
 		c.fail(g, err)
 		return
 	}
-	waiting, err := admin.UnresolvedTenant(g.Request.Context(), c.pool, s.Tenant)
-	if err != nil {
-		c.fail(g, err)
-		return
-	}
-	d := listData{State: state, Tokens: items}
+	d := listData{State: state, Query: q, Tokens: items}
+	d.Tabs = append(d.Tabs, tab{State: allStates, Count: -1, Current: state == allStates})
 	for _, st := range tabOrder {
 		t := tab{State: string(st), Count: -1, Current: string(st) == state}
 		switch st {
@@ -81,9 +99,12 @@ func (c *Console) list(g *gin.Context) {
 		}
 		d.Tabs = append(d.Tabs, t)
 	}
-	d.Tabs = append(d.Tabs, tab{State: allStates, Count: -1, Current: state == allStates})
 	if next != "" {
-		d.Next = c.path + "/tokens?" + url.Values{"state": {state}, "cursor": {next}}.Encode()
+		v := url.Values{"state": {state}, "cursor": {next}}
+		if q != "" {
+			v.Set("q", q)
+		}
+		d.Next = c.path + "/tokens?" + v.Encode()
 	}
 	c.pages.render(g.Writer, http.StatusOK, "tokens.html", &s, d)
 }

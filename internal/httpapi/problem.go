@@ -96,6 +96,7 @@ var mappings = []mapping{
 	{consume.ErrReportConflict, http.StatusConflict, "report_conflict", "Report conflict", "a different report was already recorded for this generation", false},
 	{consume.ErrBindingMismatch, http.StatusForbidden, "binding_mismatch", "Binding mismatch", "the token was issued for another subject or operation", false},
 	{consume.ErrPayloadMismatch, http.StatusUnprocessableEntity, "payload_mismatch", "Payload mismatch", "the payload differs from the one the token was issued for", false},
+	{consume.ErrPayloadMissing, http.StatusUnprocessableEntity, "payload_missing", "Payload missing", "the token was issued for a payload and this spend carries none; send the payload it was issued with", false},
 	{intent.ErrKeyReused, http.StatusUnprocessableEntity, "idempotency_key_reused", "Idempotency key reused", "this Idempotency-Key was already used for a different request (operation, subject, payload or ttl)", false},
 	{operation.ErrUnknown, http.StatusBadRequest, "unknown_operation", "Unknown operation", "the operation is not declared for this tenant", true},
 	{operation.ErrNotRunnable, http.StatusBadRequest, "operation_not_runnable", "Operation not runnable", "no spend of the operation could run", true},

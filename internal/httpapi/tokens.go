@@ -18,6 +18,11 @@ import (
 const (
 	idempotencyKeyHeader = "Idempotency-Key"
 	replayedHeader       = "Idempotent-Replayed"
+	// tokenStateHeader is the issued token's state now. A replay's body must
+	// be the first answer byte for byte, so its "state" stays "issued"
+	// while the token may since have expired or been spent; the header says
+	// what is true without changing the body.
+	tokenStateHeader = "Token-State"
 )
 
 var errIdempotencyKeyMissing = &Problem{Status: http.StatusBadRequest, Code: "idempotency_key_missing", Title: "Idempotency-Key missing",
@@ -71,9 +76,12 @@ func (s *Server) issue(c *gin.Context) {
 		body.PayloadDigest = &d
 	}
 	c.Header("Cache-Control", "no-store") // the body holds a bearer secret
+	state := client.Issued
 	if out.Replayed {
 		c.Header(replayedHeader, "true")
+		state = client.State(out.Token.State)
 	}
+	c.Header(tokenStateHeader, string(state))
 	WriteJSON(c, http.StatusCreated, body)
 }
 

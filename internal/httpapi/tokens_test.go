@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tokend/tokend/token"
 )
@@ -125,6 +126,17 @@ func TestIssueKeyReused(t *testing.T) {
 	// The token is still bound to the first payload.
 	spend := fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"user-1","payload":{"account":"acc_1","amount":1000}}`, tok.Token)
 	wantProblem(t, a.post(key, "/v1/tokens/consume", spend), http.StatusUnprocessableEntity, "payload_mismatch")
+	// A spend without the payload is told the token is bound to one.
+	for _, none := range []string{
+		fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"user-1"}`, tok.Token),
+		fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"user-1","payload":null}`, tok.Token),
+	} {
+		res := a.post(key, "/v1/tokens/consume", none)
+		wantProblem(t, res, http.StatusUnprocessableEntity, "payload_missing")
+		if !strings.Contains(string(res.body), "issued for a payload") {
+			t.Errorf("a spend without the payload is told %s", res.body)
+		}
+	}
 	if s, _ := a.tokenState(tok.ID); s != token.Issued || a.balance("acme", "acc_1") != 0 {
 		t.Errorf("after a payload mismatch: state %s, balance %d; want issued, 0", s, a.balance("acme", "acc_1"))
 	}
@@ -194,4 +206,53 @@ func TestDebitInsufficientFundsIsStored(t *testing.T) {
 	if s, _ := a.tokenState(tok.ID); s != token.Failed || a.balance("acme", "acc_1") != 50 {
 		t.Errorf("state %s, balance %d; want failed, 50", s, a.balance("acme", "acc_1"))
 	}
+}
+
+// TestIssueReplaySaysTheStateNow: the replay of an issue answers the first
+// body byte for byte, and its Token-State header says what the token is
+// now: expired once past its expiry (swept or not), consumed once spent.
+func TestIssueReplaySaysTheStateNow(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	key := a.client()
+	body := `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":1}`
+	first := a.issue(key, "order-exp", body)
+	if got := first.raw.header.Get("Token-State"); got != "issued" {
+		t.Errorf("first issue: Token-State %q, want issued", got)
+	}
+	spent := a.issue(key, "order-spent", body)
+	if res := a.post(key, "/v1/tokens/consume", fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"user-1","payload":{"account":"acc_1","amount":1}}`, spent.Token)); res.status != http.StatusOK {
+		t.Fatalf("spend: %d %s", res.status, res.body)
+	}
+	// Wait out the one-second TTL: the replay must show the expires_at the
+	// first answer had, so the row's expiry cannot be moved instead.
+	for a.tokenStateNow(key, first.ID) != "expired" {
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	for _, tt := range []struct {
+		intent string
+		was    issued
+		want   string
+	}{{"order-exp", first, "expired"}, {"order-spent", spent, "consumed"}} {
+		again := a.issue(key, tt.intent, body)
+		if !bytes.Equal(again.raw.body, tt.was.raw.body) || again.raw.header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("%s: replay %s, want %s byte for byte, replayed", tt.intent, again.raw.body, tt.was.raw.body)
+		}
+		if got := again.raw.header.Get("Token-State"); got != tt.want {
+			t.Errorf("%s: replay's Token-State %q, want %s", tt.intent, got, tt.want)
+		}
+		if got := a.get(key, "/v1/tokens/"+tt.was.ID); !strings.Contains(string(got.body), `"state":"`+tt.want+`"`) {
+			t.Errorf("%s: GET says %s, want %s like the header", tt.intent, got.body, tt.want)
+		}
+	}
+}
+
+// tokenStateNow is the token's state as GET /v1/tokens/{id} reports it.
+func (a *api) tokenStateNow(key, id string) string {
+	a.t.Helper()
+	var v map[string]any
+	mustUnmarshal(a.t, a.get(key, "/v1/tokens/"+id).body, &v)
+	s, _ := v["state"].(string)
+	return s
 }

@@ -4,8 +4,12 @@ package store
 // the ignored fields it was issued under among them: its fingerprint was
 // computed with those. An unresolved token is never forgotten: its outcome
 // is still owed to someone.
+//
+// The state is as of now (inspect.StateExpr, spelled out here as the
+// package cannot import it): an issued token past its expiry reads expired,
+// as every other read says.
 const existingColumns = `
-SELECT id, subject, state, generation, payload_digest, created_at, expires_at, retain_until,
+SELECT id, subject, CASE WHEN state = 'issued' AND expires_at <= now() THEN 'expired' ELSE state END AS state, generation, payload_digest, created_at, expires_at, retain_until,
        fingerprint, secret_nonce, secret_key_id, ignored_fields,
        retain_until <= now() AND state NOT IN ('pending', 'unknown') AS forgotten
 FROM tokens
