@@ -19,6 +19,10 @@ import (
 // issues a token so that an event is owed to it, and runs the dispatcher
 // until rounds attempts were made. With maxAge set, the delivery fails for
 // good at its first attempt.
+// loopback lets deliveries reach the test's receiver: tokend refuses loopback
+// unless the server's operator allows it.
+var loopback = []string{"127.0.0.1"}
+
 func (s *server) failingEndpoint(t *testing.T, rounds int, maxAge time.Duration) dispatch.Endpoint {
 	t.Helper()
 	keys, err := token.NewKeyring(secretKey)
@@ -29,12 +33,12 @@ func (s *server) failingEndpoint(t *testing.T, rounds int, maxAge time.Duration)
 		http.Error(w, "busy", http.StatusServiceUnavailable)
 	}))
 	t.Cleanup(receiver.Close)
-	ep, _, err := dispatch.Create(t.Context(), s.pool, keys, nil, tenant, dispatch.NewEndpoint{URL: receiver.URL + "/in"})
+	ep, _, err := dispatch.Create(t.Context(), s.pool, keys, loopback, tenant, dispatch.NewEndpoint{URL: receiver.URL + "/in"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.issue(t, "ledger.credit")
-	d, err := dispatch.New(dispatch.Config{Pool: s.pool, Keys: keys, BackoffBase: time.Nanosecond, BackoffMax: time.Millisecond,
+	d, err := dispatch.New(dispatch.Config{Pool: s.pool, Keys: keys, AllowedHosts: loopback, BackoffBase: time.Nanosecond, BackoffMax: time.Millisecond,
 		MaxAge: maxAge, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
