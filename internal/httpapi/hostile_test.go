@@ -28,7 +28,7 @@ func TestEveryOperationAnswersHostileRequestsAsDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := newAPI(t, func(c *httpapi.Config) {
-		c.Mounts = append(c.Mounts, dispatch.Routes(c.Pool, keys, nil))
+		c.Mounts = append(c.Mounts, dispatch.Routes(c.Pool, keys, dispatch.Options{}))
 		c.MaxBodyBytes = 4 << 10
 	})
 	client, op := a.client(), a.operator()
