@@ -141,7 +141,7 @@ func Sentinels() map[string]error {
 		ErrReportConflict, ErrBuiltinOperation, ErrOperationInUse, ErrTokenExpired, ErrTokenRevoked,
 		ErrTokenKeyRetired, ErrIntentKeyRetired, ErrPayloadTooLarge, ErrIdempotencyKeyReused,
 		ErrPayloadMismatch, ErrRateLimited, ErrInternal, ErrUnavailable, ErrOperationChanging,
-		ErrUnsupportedMediaType, ErrHeadersTooLarge, ErrCursorAhead, ErrTooManyWaiters,
+		ErrUnsupportedMediaType, ErrHeadersTooLarge, ErrCursorAhead, ErrTooManyWaiters, ErrPayloadMissing,
 	} {
 		m[e.(*sentinel).code] = e
 	}
