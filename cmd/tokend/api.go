@@ -70,7 +70,7 @@ func newAPI(ctx context.Context, cfg serveConfig, pool, listen *pgxpool.Pool, ke
 		}
 		log.Warn("demo app on at /demo: anyone can sign in and have tokens issued; turn TOKEND_DEMO off on a production server")
 	}
-	ops, err := console.New(console.Config{Pool: pool, SecretKey: cfg.SecretKey, Logger: log,
+	ops, err := console.New(console.Config{Pool: pool, SecretKey: cfg.SecretKey, Logger: log, SecretOverlap: cfg.WebhookSecretOverlap,
 		Changed: func(ctx context.Context, r token.Record) { c.Invalidate(ctx, r.Tenant, r.ID, r.State, r.Generation) },
 	})
 	if err != nil {

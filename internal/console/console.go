@@ -51,6 +51,10 @@ type Config struct {
 	// Changed, when set, is told of every token an operator revoked or
 	// reconciled here, after the commit, so a cache can drop its copy.
 	Changed func(ctx context.Context, rec token.Record)
+	// SecretOverlap is how long a webhook secret rotated here keeps signing
+	// beside the new one (TOKEND_WEBHOOK_SECRET_OVERLAP). Default
+	// dispatch.DefaultSecretOverlap.
+	SecretOverlap time.Duration
 }
 
 // Validate reports whether c is usable.
@@ -79,6 +83,9 @@ type Console struct {
 	sessions   websession.Signer
 	pages      *pages
 	changed    func(ctx context.Context, rec token.Record)
+	// keys and secretOverlap rotate webhook secrets.
+	keys          *token.Keyring
+	secretOverlap time.Duration
 }
 
 // New returns the console configured by cfg.
@@ -107,6 +114,12 @@ func New(cfg Config) (*Console, error) {
 		}
 	}
 	var err error
+	// Rotation derives an endpoint's new secret from the current server
+	// key only, as dispatch does.
+	if c.keys, err = token.NewKeyring(cfg.SecretKey); err != nil {
+		return nil, err
+	}
+	c.secretOverlap = cfg.SecretOverlap
 	if c.pages, err = newPages(c.path, c.log); err != nil {
 		return nil, err
 	}
@@ -135,6 +148,7 @@ func (c *Console) Mount(r gin.IRouter) {
 	op.POST("/webhooks/:id/enable", c.checkCSRF, c.enableWebhook)
 	op.POST("/webhooks/:id/disable", c.checkCSRF, c.disableWebhook)
 	op.POST("/webhooks/:id/redeliver", c.checkCSRF, c.redeliver)
+	op.POST("/webhooks/:id/rotate-secret", c.checkCSRF, c.rotateSecret)
 }
 
 // Link is one entry of the index page: where, what it is called, and a line

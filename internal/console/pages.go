@@ -42,7 +42,7 @@ func newPages(base string, log *slog.Logger) (*pages, error) {
 		return nil, fmt.Errorf("console: templates: %w", err)
 	}
 	p := &pages{base: base, log: log, pages: map[string]*template.Template{}}
-	for _, name := range []string{"index.html", "signin.html", "tokens.html", "token.html", "revoke.html", "reconcile.html", "problem.html", "webhooks.html", "webhook.html"} {
+	for _, name := range []string{"index.html", "signin.html", "tokens.html", "token.html", "revoke.html", "reconcile.html", "problem.html", "webhooks.html", "webhook.html", "rotated.html"} {
 		t, err := template.Must(layout.Clone()).ParseFS(templateFiles, "templates/"+name)
 		if err != nil {
 			return nil, fmt.Errorf("console: templates: %w", err)

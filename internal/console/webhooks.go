@@ -120,6 +120,25 @@ func (c *Console) redeliver(g *gin.Context) {
 	c.webhookDone(g, err, url.Values{"done": {"redelivered"}, "n": {strconv.FormatInt(n, 10)}})
 }
 
+// rotatedData is what the page of a rotated secret shows, once.
+type rotatedData struct {
+	Endpoint dispatch.Endpoint
+	Secret   string
+}
+
+// rotateSecret gives the endpoint a new secret and shows it on the answer
+// itself, never in a URL: it is not shown again. Until the overlap ends
+// deliveries carry both signatures, so receivers can be redeployed at ease.
+func (c *Console) rotateSecret(g *gin.Context) {
+	e, secret, err := dispatch.RotateSecret(g.Request.Context(), c.pool, c.keys, sessionOf(g).Tenant, g.Param("id"), c.secretOverlap)
+	if err != nil {
+		c.webhookDone(g, err, nil)
+		return
+	}
+	s := sessionOf(g)
+	c.pages.render(g.Writer, http.StatusOK, "rotated.html", &s, rotatedData{Endpoint: e, Secret: secret})
+}
+
 // webhookDone answers an action on the endpoint: back to its page with
 // done, or the problem err.
 func (c *Console) webhookDone(g *gin.Context, err error, done url.Values) {

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"html"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tokend/tokend/internal/apikey"
+	"github.com/tokend/tokend/internal/console"
 	"github.com/tokend/tokend/internal/dispatch"
 	"github.com/tokend/tokend/token"
 )
@@ -146,5 +148,60 @@ func TestWebhookActions(t *testing.T) {
 	}
 	if failed, pending := count("failed"), count("pending"); failed != 0 || pending != 1 {
 		t.Errorf("after redeliver: %d failed, %d pending deliveries; want 0 and 1", failed, pending)
+	}
+}
+
+// TestWebhookRotateSecret: the console's rotation shows the new secret once,
+// on its answer, and it is the secret deliveries are signed with from then
+// on; the previous one keeps signing beside it for the overlap.
+func TestWebhookRotateSecret(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, func(c *console.Config) { c.SecretOverlap = time.Hour })
+	ep := s.failingEndpoint(t, 1, time.Nanosecond)
+	keys, err := token.NewKeyring(secretKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := ep.Secret(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := "/console/webhooks/" + ep.ID + "/rotate-secret"
+
+	other := &client{t: t, s: s}
+	other.signIn(createKey(t, s.pool, "acme", apikey.Operator))
+	if resp, _ := other.do(http.MethodPost, path, other.sameOrigin(), url.Values{"csrf": {other.csrf()}}); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("another tenant's rotation: %d, want 404", resp.StatusCode)
+	}
+	c := &client{t: t, s: s}
+	c.signIn(s.operatorKey)
+	if resp, _ := c.do(http.MethodPost, path, c.sameOrigin(), url.Values{"csrf": {"forged"}}); resp.StatusCode < 400 {
+		t.Errorf("rotation without the CSRF token: %d, want refused", resp.StatusCode)
+	}
+	if now, err := dispatch.Get(t.Context(), s.pool, tenant, ep.ID); err != nil || now.PreviousSecretUntil != nil {
+		t.Fatalf("refused rotations rotated: %+v, %v", now, err)
+	}
+
+	resp, page := c.do(http.MethodPost, path, c.sameOrigin(), url.Values{"csrf": {c.csrf()}})
+	body := html.UnescapeString(page)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Location") != "" {
+		t.Fatalf("rotation: %d (Location %q), want 200 with the secret on the page", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	now, err := dispatch.Get(t.Context(), s.pool, tenant, ep.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := now.Secret(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next == old || !strings.Contains(body, next) || strings.Contains(body, old) {
+		t.Errorf("the page does not show the new secret alone (new %q, old %q):\n%s", next, old, body)
+	}
+	if now.PreviousSecretUntil == nil || time.Until(*now.PreviousSecretUntil) < 50*time.Minute {
+		t.Errorf("previous secret signs until %v, want about an hour from now (SecretOverlap)", now.PreviousSecretUntil)
+	}
+	if _, page := c.do(http.MethodGet, "/console/webhooks/"+ep.ID, nil, nil); strings.Contains(html.UnescapeString(page), next) || !strings.Contains(page, `id="previous-secret"`) {
+		t.Errorf("the endpoint's page shows the secret again, or not the overlap:\n%s", page)
 	}
 }
