@@ -78,10 +78,7 @@ func (h *handlers) create(c *gin.Context) {
 		httpapi.Abort(c, problem(err))
 		return
 	}
-	v := view(e)
-	v.Secret = secret
-	c.Header("Cache-Control", "no-store")
-	httpapi.WriteJSON(c, http.StatusCreated, v)
+	writeSecret(c, http.StatusCreated, e, secret)
 }
 
 func (h *handlers) list(c *gin.Context) {
@@ -173,10 +170,16 @@ func (h *handlers) rotate(c *gin.Context) {
 		httpapi.Abort(c, problem(err))
 		return
 	}
+	writeSecret(c, http.StatusOK, e, secret)
+}
+
+// writeSecret answers the endpoint with its new secret, the one time it is
+// shown: no cache may keep it.
+func writeSecret(c *gin.Context, status int, e Endpoint, secret string) {
 	v := view(e)
 	v.Secret = secret
 	c.Header("Cache-Control", "no-store")
-	httpapi.WriteJSON(c, http.StatusOK, v)
+	httpapi.WriteJSON(c, status, v)
 }
 
 // maxOverlapSeconds bounds a rotation's overlap: a week.
