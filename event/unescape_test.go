@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/migrations"
@@ -31,13 +29,7 @@ func TestStoredBodiesAreNotHTMLEscaped(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	url := pgtest.NewEmptyURL(t)
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	pgtest.MigrateTo(t, conn, 8)
+	conn, _ := pgtest.ConnAt(t, 8)
 	escaped, err := json.Marshal(consume.OutcomeBody{TokenID: "tok", State: "consumed", Result: result})
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/internal/pgtest"
@@ -21,13 +20,7 @@ func TestUpgradeKeepsEveryPosition(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	url := pgtest.NewEmptyURL(t)
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	pgtest.MigrateTo(t, conn, 7)
+	conn, url := pgtest.ConnAt(t, 7)
 	// Each event in a transaction of its own, so their xids ascend.
 	var ids []string
 	for _, ev := range []struct{ tenant, token string }{{"a", "tok_1"}, {"a", "tok_2"}, {"a", "tok_3"}, {"b", "tok_4"}, {"b", "tok_5"}} {

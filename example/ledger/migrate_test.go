@@ -43,8 +43,7 @@ func TestUpgradeKeepsLedgerRows(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
-			conn := connect(t, pgtest.NewEmptyURL(t))
-			pgtest.MigrateTo(t, conn, 6)
+			conn, _ := pgtest.ConnAt(t, 6)
 			if tc.rows {
 				if _, err := conn.Exec(ctx, `
 					INSERT INTO ledger_accounts (tenant_id, account, balance) VALUES ('acme', 'alice', 70);

@@ -214,3 +214,18 @@ func MigrateTo(tb testing.TB, conn *pgx.Conn, version int32) {
 		tb.Fatal(err)
 	}
 }
+
+// ConnAt connects to a new empty database brought to version of tokend's
+// own schema (MigrateTo), closed when tb ends, and answers it with its URL:
+// the start of every test of an upgrade.
+func ConnAt(tb testing.TB, version int32) (*pgx.Conn, string) {
+	tb.Helper()
+	url := NewEmptyURL(tb)
+	conn, err := pgx.Connect(tb.Context(), url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { conn.Close(context.Background()) })
+	MigrateTo(tb, conn, version)
+	return conn, url
+}
