@@ -22,7 +22,7 @@ func TestCoreSchemaHasNoLedgerTables(t *testing.T) {
 	if got := ledgerTables(t, conn); got != 0 {
 		t.Fatalf("tokend's schema alone has %d ledger tables, want none", got)
 	}
-	if n, err := ledger.Migrations.Apply(t.Context(), conn); err != nil || n != 1 {
+	if n, err := ledger.Migrations.Apply(t.Context(), conn); err != nil || n != 2 {
 		t.Fatalf("ledger migrations: applied %d, %v", n, err)
 	}
 	if got := ledgerTables(t, conn); got != 2 {

@@ -32,6 +32,9 @@ const DefaultAdminURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=dis
 
 // AdminURL is the server tests create their databases on.
 func AdminURL() string {
+	if nodes, _ := citusNodes(); nodes != nil {
+		return nodeURL(nodes[0].port, "postgres")
+	}
 	if u := os.Getenv("TOKEND_TEST_DATABASE_URL"); u != "" {
 		return u
 	}
@@ -57,7 +60,13 @@ func NewURL(t testing.TB) string {
 	defer admin.Close(ctx)
 
 	name := "tokend_test_" + randomSuffix()
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE "+pgx.Identifier{tmpl}.Sanitize()); err != nil {
+	create := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + " TEMPLATE " + pgx.Identifier{tmpl}.Sanitize()
+	if Citus() {
+		err = onNodes(ctx, create)
+	} else {
+		_, err = admin.Exec(ctx, create)
+	}
+	if err != nil {
 		t.Fatalf("pgtest: create database: %v", err)
 	}
 	t.Cleanup(func() { dropDatabase(t, name) })
@@ -76,7 +85,12 @@ func NewEmptyURL(t testing.TB) string {
 	}
 	defer admin.Close(ctx)
 	name := "tokend_test_" + randomSuffix()
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+	if Citus() {
+		err = createCitusDB(ctx, name)
+	} else {
+		_, err = admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	}
+	if err != nil {
 		t.Fatalf("pgtest: create database: %v", err)
 	}
 	t.Cleanup(func() { dropDatabase(t, name) })
@@ -99,6 +113,9 @@ var templateName = sync.OnceValues(func() (string, error) {
 // and a template appears under its final name only once fully migrated, so a
 // run killed midway leaves nothing half-built behind that name.
 func ensureTemplate(ctx context.Context) (string, error) {
+	if _, err := citusNodes(); err != nil {
+		return "", err
+	}
 	h := sha256.New()
 	for _, set := range sets {
 		sum, err := set.Checksum()
@@ -109,6 +126,9 @@ func ensureTemplate(ctx context.Context) (string, error) {
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
 	name := "tokend_tmpl_" + sum[:16]
+	if Citus() {
+		name = "tokend_ctmpl_" + sum[:15]
+	}
 
 	admin, err := pgx.Connect(ctx, AdminURL())
 	if err != nil {
@@ -130,6 +150,21 @@ func ensureTemplate(ctx context.Context) (string, error) {
 		return name, nil
 	}
 	building := name + "_b" + randomSuffix()
+	if Citus() {
+		if err := createCitusDB(ctx, building); err != nil {
+			_ = dropCitusDB(ctx, building)
+			return "", fmt.Errorf("create template: %w", err)
+		}
+		if _, err := migrations.ApplyURLCount(ctx, urlFor(building), sets...); err != nil {
+			_ = dropCitusDB(ctx, building)
+			return "", err
+		}
+		if err := sealCitusTemplate(ctx, building, name); err != nil {
+			_ = dropCitusDB(ctx, building)
+			return "", fmt.Errorf("name template: %w", err)
+		}
+		return name, nil
+	}
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{building}.Sanitize()); err != nil {
 		return "", fmt.Errorf("create template: %w", err)
 	}
@@ -146,6 +181,12 @@ func ensureTemplate(ctx context.Context) (string, error) {
 func dropDatabase(t testing.TB, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if Citus() {
+		if err := dropCitusDB(ctx, name); err != nil {
+			t.Logf("pgtest: drop %s: %v", name, err)
+		}
+		return
+	}
 	c, err := pgx.Connect(ctx, AdminURL())
 	if err != nil {
 		t.Logf("pgtest: drop %s: %v", name, err)

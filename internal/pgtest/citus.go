@@ -1,0 +1,145 @@
+package pgtest
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// CitusDirEnv names the directory of a Citus cluster made by
+// shared/citus/cluster start (its ports file lists the coordinator and the
+// workers). When it is set, every test database is made on all the nodes,
+// with the citus extension in each and the workers registered in the
+// coordinator's copy, and tests connect to the coordinator: the migrations
+// distribute the schema (migrations/012), so every test runs against a
+// distributed schema.
+const CitusDirEnv = "TOKEND_TEST_CITUS_DIR"
+
+// node is one server of the cluster.
+type node struct {
+	name string
+	port int
+}
+
+// citusNodes is the cluster of CitusDirEnv, coordinator first; nil without
+// one.
+var citusNodes = sync.OnceValues(func() ([]node, error) {
+	dir := os.Getenv(CitusDirEnv)
+	if dir == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "ports"))
+	if err != nil {
+		return nil, fmt.Errorf("%s=%s: %w (make it with shared/citus/cluster start)", CitusDirEnv, dir, err)
+	}
+	var nodes []node
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			return nil, fmt.Errorf("%s/ports: bad line %q", dir, line)
+		}
+		p, err := strconv.Atoi(f[1])
+		if err != nil {
+			return nil, fmt.Errorf("%s/ports: bad line %q", dir, line)
+		}
+		nodes = append(nodes, node{f[0], p})
+	}
+	if len(nodes) < 2 || nodes[0].name != "coordinator" {
+		return nil, fmt.Errorf("%s/ports: want the coordinator first and at least one worker", dir)
+	}
+	return nodes, nil
+})
+
+// Citus says whether tests run against a Citus cluster (CitusDirEnv).
+func Citus() bool {
+	n, _ := citusNodes()
+	return n != nil
+}
+
+// nodeURL is the URL of database db on port p, with AdminURL's user.
+func nodeURL(p int, db string) string {
+	return (&url.URL{Scheme: "postgres", User: url.User("postgres"), Host: "127.0.0.1:" + strconv.Itoa(p),
+		Path: "/" + db, RawQuery: "sslmode=disable"}).String()
+}
+
+// onNodes runs each sql on every node's postgres database: the workers
+// first, the coordinator last (so a database appears on the coordinator,
+// where tests look, only once the workers have it).
+func onNodes(ctx context.Context, sqls ...string) error {
+	nodes, err := citusNodes()
+	if err != nil {
+		return err
+	}
+	for i := len(nodes) - 1; i >= 0; i-- {
+		if err := onNode(ctx, nodes[i].port, "postgres", sqls...); err != nil {
+			return fmt.Errorf("%s: %w", nodes[i].name, err)
+		}
+	}
+	return nil
+}
+
+func onNode(ctx context.Context, port int, db string, sqls ...string) error {
+	c, err := pgx.Connect(ctx, nodeURL(port, db))
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	for _, s := range sqls {
+		if _, err := c.Exec(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	return nil
+}
+
+// createCitusDB creates an empty database name on every node, with citus
+// in each and the coordinator and workers registered in the coordinator's
+// copy: what shared/citus/cluster createdb does.
+func createCitusDB(ctx context.Context, name string) error {
+	nodes, err := citusNodes()
+	if err != nil {
+		return err
+	}
+	id := pgx.Identifier{name}.Sanitize()
+	if err := onNodes(ctx, "CREATE DATABASE "+id); err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if err := onNode(ctx, n.port, name, "CREATE EXTENSION IF NOT EXISTS citus"); err != nil {
+			return fmt.Errorf("%s: %w", n.name, err)
+		}
+	}
+	reg := []string{fmt.Sprintf("SELECT citus_set_coordinator_host('127.0.0.1', %d)", nodes[0].port)}
+	for _, n := range nodes[1:] {
+		reg = append(reg, fmt.Sprintf("SELECT citus_add_node('127.0.0.1', %d)", n.port))
+	}
+	return onNode(ctx, nodes[0].port, name, reg...)
+}
+
+// sealCitusTemplate makes database from, migrated, the template name on
+// every node: no session may stay in a template (the Citus maintenance
+// daemon and the coordinator's cached connections to the workers do), so
+// connections are refused and ended first. A copy made with CREATE
+// DATABASE ... TEMPLATE on each node under one name agrees with the others:
+// shard ids and placements are metadata inside the database, and nodes are
+// named by host and port.
+func sealCitusTemplate(ctx context.Context, from, name string) error {
+	f, n := pgx.Identifier{from}.Sanitize(), pgx.Identifier{name}.Sanitize()
+	return onNodes(ctx,
+		"ALTER DATABASE "+f+" WITH ALLOW_CONNECTIONS false",
+		"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '"+from+"'",
+		"DROP DATABASE IF EXISTS "+n+" WITH (FORCE)",
+		"ALTER DATABASE "+f+" RENAME TO "+n)
+}
+
+// dropCitusDB drops name on every node.
+func dropCitusDB(ctx context.Context, name string) error {
+	return onNodes(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+}
