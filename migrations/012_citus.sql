@@ -19,7 +19,6 @@ BEGIN
         RETURN;
     END IF;
     PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
-    PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
     IF to_regclass('tokens') IS NOT NULL
        AND NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'tokens'::regclass) THEN
         PERFORM create_distributed_table('tokens', 'tenant_id');

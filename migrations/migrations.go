@@ -48,6 +48,13 @@ func (s Set) Apply(ctx context.Context, conn *pgx.Conn) (applied int, err error)
 	if err := m.LoadMigrations(s.Files); err != nil {
 		return 0, fmt.Errorf("migrations: %s: load: %w", s.VersionTable, err)
 	}
+	var citus bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')").Scan(&citus); err != nil {
+		return 0, fmt.Errorf("migrations: %s: %w", s.VersionTable, err)
+	}
+	if citus {
+		statementByStatement(m)
+	}
 	// Counted as tern starts each one, under its lock: a migration another
 	// process applied first is not counted here.
 	m.OnStart = func(int32, string, string, string) { applied++ }
@@ -55,6 +62,31 @@ func (s Set) Apply(ctx context.Context, conn *pgx.Conn) (applied int, err error)
 		return applied, fmt.Errorf("migrations: %s: apply: %w", s.VersionTable, err)
 	}
 	return applied, nil
+}
+
+// statementByStatement makes m send each migration's statements one at a
+// time, still in the migration's one transaction, instead of the file as
+// one string: on Citus, DDL on a distributed table is forwarded to the
+// workers with the string it came in, and a multi-command string fails
+// there. A migration applied to a distributed schema must also keep to one
+// subcommand per ALTER TABLE and one index per DROP INDEX, as Citus
+// requires (migrations 001-011 run before 012 distributes, on local tables).
+func statementByStatement(m *migrate.Migrator) {
+	for _, mig := range m.Migrations {
+		if mig.UpSQL == "" {
+			continue
+		}
+		statements, name := split(mig.UpSQL), mig.Name
+		mig.UpSQL = ""
+		mig.UpFunc = func(ctx context.Context, conn *pgx.Conn) error {
+			for _, st := range statements {
+				if _, err := conn.Exec(ctx, st); err != nil {
+					return fmt.Errorf("%s: %w (in: %.200s)", name, err, st)
+				}
+			}
+			return nil
+		}
+	}
 }
 
 // Checksum is a hex SHA-256 over the names and contents of s's files: two

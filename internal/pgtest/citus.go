@@ -107,6 +107,17 @@ func createCitusDB(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	// citus_add_node syncs roles and other cluster-wide objects to the
+	// worker, which two databases registering at once update concurrently
+	// ("tuple concurrently updated"): one at a time, across test processes.
+	lock, err := pgx.Connect(ctx, nodeURL(nodes[0].port, "postgres"))
+	if err != nil {
+		return err
+	}
+	defer lock.Close(ctx)
+	if _, err := lock.Exec(ctx, "SELECT pg_advisory_lock(hashtext('pgtest: citus createdb'))"); err != nil {
+		return err
+	}
 	id := pgx.Identifier{name}.Sanitize()
 	if err := onNodes(ctx, "CREATE DATABASE "+id); err != nil {
 		return err
