@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/db"
@@ -105,45 +106,74 @@ func sweep(ctx context.Context, q db.DBTX, s scope, opts PurgeOptions) (counts, 
 	opts.BatchSize = cmp.Or(opts.BatchSize, DefaultBatchSize)
 	opts.Actor = cmp.Or(opts.Actor, DefaultActor)
 	opts.EventRetention = cmp.Or(opts.EventRetention, DefaultEventRetention)
-	lapse, expire, del := store.SweepLapse.All, store.SweepExpire.All, store.SweepPurge.All
-	delEvents, delDeliveries := store.DeleteEvents.All, store.DeleteDeliveries.All
 	withActor := []any{opts.BatchSize, opts.Actor}
 	eventArgs := []any{opts.BatchSize, opts.EventRetention.Seconds()}
-	if s.one {
-		lapse, expire, del = store.SweepLapse.Tenant, store.SweepExpire.Tenant, store.SweepPurge.Tenant
-		delEvents, delDeliveries = store.DeleteEvents.Tenant, store.DeleteDeliveries.Tenant
-		withActor = append(withActor, s.tenant)
-		eventArgs = append(eventArgs, s.tenant)
-	}
 	// Lapse and expire before deleting, so that a token expiring with no
 	// retention left goes in the same sweep.
 	var err error
-	if c.lapsed, err = batches(ctx, q, opts, nil, lapse, withActor...); err != nil {
+	if c.lapsed, err = tenantBatches(ctx, q, s, opts, nil, store.SweepLapse, nil, withActor...); err != nil {
 		return c, fmt.Errorf("admin: purge: lapse leases: %w", err)
 	}
-	if c.expired, err = batches(ctx, q, opts, nil, expire, withActor...); err != nil {
+	if c.expired, err = tenantBatches(ctx, q, s, opts, nil, store.SweepExpire, nil, withActor...); err != nil {
 		return c, fmt.Errorf("admin: purge: expire: %w", err)
 	}
-	if c.purged, err = batches(ctx, q, opts, opts.Progress, del, withActor...); err != nil {
+	if c.purged, err = tenantBatches(ctx, q, s, opts, opts.Progress, store.SweepPurge, nil, withActor...); err != nil {
 		return c, fmt.Errorf("admin: purge: delete: %w", err)
 	}
-	if c.events, err = batches(ctx, q, opts, nil, delEvents, eventArgs...); err != nil {
+	retention := []any{opts.EventRetention.Seconds()}
+	if c.events, err = tenantBatches(ctx, q, s, opts, nil, store.DeleteEvents, retention, eventArgs...); err != nil {
 		return c, fmt.Errorf("admin: purge: delete events: %w", err)
 	}
-	if c.deliveries, err = batches(ctx, q, opts, nil, delDeliveries, eventArgs...); err != nil {
+	if c.deliveries, err = tenantBatches(ctx, q, s, opts, nil, store.DeleteDeliveries, retention, eventArgs...); err != nil {
 		return c, fmt.Errorf("admin: purge: delete webhook deliveries: %w", err)
 	}
 	return c, nil
 }
 
-// batches runs a batch statement until it comes back short or MaxBatches
-// ran, and returns the total it moved or deleted.
-func batches(ctx context.Context, q db.DBTX, opts PurgeOptions, progress func(int64), sql string, args ...any) (int64, error) {
+// tenantBatches runs step's batches for s's one tenant, or, over every
+// tenant, for each tenant step.Tenants finds with rows due (tenantArgs its
+// arguments): each batch is a statement on one tenant, which Citus runs on
+// one worker (a batch across tenants with FOR UPDATE SKIP LOCKED it
+// refuses). MaxBatches bounds the batches of the whole step, across
+// tenants.
+func tenantBatches(ctx context.Context, q db.DBTX, s scope, opts PurgeOptions, progress func(int64), step store.Sweep, tenantArgs []any, args ...any) (int64, error) {
+	tenants := []string{s.tenant}
+	if !s.one {
+		rows, err := q.Query(ctx, step.Tenants, tenantArgs...)
+		if err != nil {
+			return 0, err
+		}
+		if tenants, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return 0, err
+		}
+	}
 	var total int64
+	left := opts.MaxBatches
+	for _, tenant := range tenants {
+		o := opts
+		o.MaxBatches = left
+		n, used, err := batches(ctx, q, o, progress, step.Tenant, append(args[:len(args):len(args)], tenant)...)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if opts.MaxBatches > 0 {
+			if left -= used; left <= 0 {
+				break
+			}
+		}
+	}
+	return total, nil
+}
+
+// batches runs a batch statement until it comes back short or MaxBatches
+// ran, and returns the total it moved or deleted and the batches it ran.
+func batches(ctx context.Context, q db.DBTX, opts PurgeOptions, progress func(int64), sql string, args ...any) (total int64, ran int, err error) {
 	for batch := 0; opts.MaxBatches == 0 || batch < opts.MaxBatches; batch++ {
+		ran++
 		var n int64
 		if err := q.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
-			return total, err
+			return total, ran, err
 		}
 		total += n
 		if progress != nil && n > 0 {
@@ -155,5 +185,5 @@ func batches(ctx context.Context, q db.DBTX, opts PurgeOptions, progress func(in
 			break
 		}
 	}
-	return total, nil
+	return total, ran, nil
 }

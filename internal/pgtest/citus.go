@@ -2,6 +2,7 @@ package pgtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -9,8 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // CitusDirEnv names the directory of a Citus cluster made by
@@ -153,4 +157,38 @@ func sealCitusTemplate(ctx context.Context, from, name string) error {
 // dropCitusDB drops name on every node.
 func dropCitusDB(ctx context.Context, name string) error {
 	return onNodes(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+}
+
+// Runs says whether statement runs on the database behind pool: it is
+// prepared, then executed once with every parameter NULL inside a
+// transaction that is rolled back. On Citus this is what proves a
+// statement: Citus refuses what it cannot distribute (SQLSTATE 0A000) when
+// it plans the statement at execution, not when Postgres prepares it. An
+// error a NULL argument causes by itself (a data exception, class 22, or an
+// integrity violation, class 23) still counts as running.
+func Runs(tb testing.TB, pool *pgxpool.Pool, statement string) error {
+	tb.Helper()
+	ctx := tb.Context()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	sd, err := tx.Prepare(ctx, "", statement)
+	if err != nil {
+		return err
+	}
+	args := make([]any, len(sd.ParamOIDs))
+	rows, err := tx.Query(ctx, statement, args...)
+	if err == nil {
+		for rows.Next() {
+		}
+		rows.Close()
+		err = rows.Err()
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")) {
+		return nil
+	}
+	return err
 }

@@ -19,7 +19,9 @@ const LockStateSQL = `SELECT ` + inspect.StateExpr + ` FROM tokens WHERE tenant_
 // delivery still owes (pending, or parked while its endpoint is disabled),
 // or that an enabled endpoint has yet to be offered.
 // A live token keeps its whole trail, which its operator record shows.
-var DeleteEvents = Sweep{All: fmt.Sprintf(deleteEventsText, ""), Tenant: fmt.Sprintf(deleteEventsText, "p.tenant_id = $3 AND")}
+var DeleteEvents = Sweep{Tenants: `
+SELECT DISTINCT tenant_id FROM event_positions WHERE at < now() - make_interval(secs => $1)`,
+	Tenant: fmt.Sprintf(deleteEventsText, "p.tenant_id = $3 AND")}
 
 // DeleteDeliveries deletes finished webhook deliveries (delivered, or
 // failed for good) that finished longer ago than the event retention ($2
@@ -37,7 +39,9 @@ WITH due AS (
 )
 SELECT count(*) FROM del`
 
-var DeleteDeliveries = Sweep{All: fmt.Sprintf(deleteDeliveriesText, ""), Tenant: fmt.Sprintf(deleteDeliveriesText, "tenant_id = $3 AND")}
+var DeleteDeliveries = Sweep{Tenants: `
+SELECT DISTINCT tenant_id FROM webhook_deliveries WHERE state <> 'pending' AND finished_at < now() - make_interval(secs => $1)`,
+	Tenant: fmt.Sprintf(deleteDeliveriesText, "tenant_id = $3 AND")}
 
 // deleteEventsText is both forms of DeleteEvents, the one-tenant form
 // with its tenant filter in the %s.

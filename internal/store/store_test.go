@@ -10,8 +10,9 @@ import (
 
 // TestEveryTransitionRecordsItsEvent: each statement that changes a token
 // is valid SQL on tokend's schema (Postgres prepares it, so names, types and
-// parameter numbers all agree) and writes exactly one event insert; the
-// other statements of the package prepare too.
+// parameter numbers all agree, and it runs, pgtest.Runs: on a Citus cluster
+// this proves Citus distributes it) and writes exactly one event insert;
+// the other statements of the package run too.
 func TestEveryTransitionRecordsItsEvent(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
@@ -20,40 +21,39 @@ func TestEveryTransitionRecordsItsEvent(t *testing.T) {
 		"lease": store.LeaseSQL, "finish lease": store.FinishLeaseSQL, "report unknown": store.ReportUnknownSQL,
 		"revoke": store.RevokeSQL, "reconcile outcome": store.ReconcileOutcomeSQL,
 		"reconcile not executed": store.ReconcileNotExecutedSQL,
-		"sweep lapse":            store.SweepLapse.All, "sweep lapse, one tenant": store.SweepLapse.Tenant,
-		"sweep expire": store.SweepExpire.All, "sweep expire, one tenant": store.SweepExpire.Tenant,
-		"sweep purge": store.SweepPurge.All, "sweep purge, one tenant": store.SweepPurge.Tenant,
+		"sweep lapse, one tenant": store.SweepLapse.Tenant, "sweep expire, one tenant": store.SweepExpire.Tenant,
+		"sweep purge, one tenant": store.SweepPurge.Tenant,
 	}
-	conn, err := pool.Acquire(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
 	for name, sql := range statements {
 		if n := strings.Count(sql, "INSERT INTO token_events"); n != 1 {
 			t.Errorf("%s: %d event inserts, want 1:\n%s", name, n, sql)
 		}
-		if _, err := conn.Conn().Prepare(t.Context(), "", sql); err != nil {
+		if err := pgtest.Runs(t, pool, sql); err != nil {
 			t.Errorf("%s: %v\n%s", name, err, sql)
 		}
 	}
 	// The locks, reads and deletes beside them write no event.
 	for name, sql := range map[string]string{
 		"lock": store.LockSQL, "report state": store.ReportStateSQL, "existing": store.ExistingSQL, "replay": store.ReplaySQL,
-		"lock state": store.LockStateSQL, "delete events": store.DeleteEvents.All, "delete events, one tenant": store.DeleteEvents.Tenant,
-		"delete deliveries": store.DeleteDeliveries.All, "delete deliveries, one tenant": store.DeleteDeliveries.Tenant,
+		"lock state": store.LockStateSQL, "delete events, one tenant": store.DeleteEvents.Tenant,
+		"delete deliveries, one tenant": store.DeleteDeliveries.Tenant,
+		"lapse tenants": store.SweepLapse.Tenants, "expire tenants": store.SweepExpire.Tenants,
+		"purge tenants": store.SweepPurge.Tenants, "delete events tenants": store.DeleteEvents.Tenants,
+		"delete deliveries tenants": store.DeleteDeliveries.Tenants,
 		"unresolved": store.UnresolvedSQL, "unresolved, one tenant": store.UnresolvedTenantSQL, "try lock": store.TryLockSQL,
 		"bounded lock": store.LockBoundedSQL,
 	} {
 		if strings.Contains(sql, "token_events (") {
 			t.Errorf("%s writes an event", name)
 		}
-		if _, err := conn.Conn().Prepare(t.Context(), "", sql); err != nil {
+		if err := pgtest.Runs(t, pool, sql); err != nil {
 			t.Errorf("%s: %v\n%s", name, err, sql)
 		}
 	}
-	// The one-tenant form of a sweep filters by its third parameter.
-	if !strings.Contains(store.SweepExpire.Tenant, "tenant_id = $3") || strings.Contains(store.SweepExpire.All, "$3") {
-		t.Errorf("sweep forms:\n%s\n%s", store.SweepExpire.All, store.SweepExpire.Tenant)
+	// A sweep's batch filters by its third parameter, its tenant.
+	for _, s := range []store.Sweep{store.SweepLapse, store.SweepExpire, store.SweepPurge, store.DeleteEvents, store.DeleteDeliveries} {
+		if !strings.Contains(s.Tenant, "tenant_id = $3") {
+			t.Errorf("a sweep's batch without its tenant filter:\n%s", s.Tenant)
+		}
 	}
 }

@@ -53,7 +53,7 @@ var FinishSQL = Transition{
 	Change: `
     UPDATE tokens
     SET state = $3, result_status = $4, result_body = $5, finished_at = now(),
-        retain_until = greatest(retain_until, now() + make_interval(secs => retention_seconds))
+        retain_until = greatest(retain_until, ` + nowPlusRetention + `)
     WHERE tenant_id = $1 AND id = $2
     RETURNING tenant_id, id, operation, subject, generation, result_status, ` + outcomeBody,
 	Event: Event{Actor: "$6", Kind: "$7", From: "$8", To: "$3", OutcomeStatus: "result_status", OutcomeBody: "body"},
@@ -87,7 +87,7 @@ var FinishLeaseSQL = Transition{
 	Change: `
     UPDATE tokens
     SET state = $4, result_status = $5, result_body = $6, finished_at = now(), lease_expires_at = NULL,
-        retain_until = greatest(retain_until, now() + make_interval(secs => retention_seconds))
+        retain_until = greatest(retain_until, ` + nowPlusRetention + `)
     WHERE tenant_id = $1 AND id = $2 AND state = 'pending' AND generation = $3
     RETURNING tenant_id, id, operation, subject, generation, result_status, ` + outcomeBody,
 	Event: Event{Actor: "$7", Kind: "$8", From: "'pending'", To: "$4", OutcomeStatus: "result_status", OutcomeBody: "body"},
@@ -110,9 +110,9 @@ var RevokeSQL = Transition{
 	Change: `
     UPDATE tokens
     SET state = 'revoked', finished_at = now(),
-        retain_until = greatest(retain_until, now() + make_interval(secs => retention_seconds))
+        retain_until = greatest(retain_until, ` + nowPlusRetention + `)
     WHERE tenant_id = $1 AND id = $2 AND state = 'issued' AND expires_at > now()
-    RETURNING ` + inspect.Columns,
+    RETURNING ` + rawColumns,
 	Event:  Event{Actor: "$4", Kind: "'revoke'", From: "'issued'", To: "'revoked'", Detail: "jsonb_build_object('reason', $3::text)"},
 	Result: `SELECT ` + inspect.Columns + ` FROM u`,
 }.SQL()
@@ -123,9 +123,9 @@ var ReconcileOutcomeSQL = Transition{
 	Change: `
     UPDATE tokens
     SET state = $3, result_status = $4, result_body = $5, finished_at = now(), lease_expires_at = NULL,
-        retain_until = greatest(retain_until, now() + make_interval(secs => retention_seconds))
+        retain_until = greatest(retain_until, ` + nowPlusRetention + `)
     WHERE tenant_id = $1 AND id = $2 AND state = 'unknown'
-    RETURNING ` + inspect.Columns + `, ` + outcomeBody,
+    RETURNING ` + rawColumns + `, ` + outcomeBody,
 	Event: Event{Actor: "$6", Kind: "$7", From: "'unknown'", To: "$3", OutcomeStatus: "result_status", OutcomeBody: "body",
 		Detail: "jsonb_build_object('status', $4::integer)"},
 	Result: `SELECT ` + inspect.Columns + ` FROM u`,
@@ -140,10 +140,29 @@ var ReconcileNotExecutedSQL = Transition{
     UPDATE tokens
     SET state = 'issued', generation = generation + 1, lease_expires_at = NULL
     WHERE tenant_id = $1 AND id = $2 AND state = 'unknown'
-    RETURNING ` + inspect.Columns,
+    RETURNING ` + rawColumns,
 	Event:  Event{Actor: "$3", Kind: "'reconcile_not_executed'", From: "'unknown'", To: "'issued'"},
 	Result: `SELECT ` + inspect.Columns + ` FROM u`,
 }.SQL()
+
+// nowPlusRetention is now() plus the token's retention_seconds, written so
+// that Citus can run it in an UPDATE of a distributed table: Citus refuses a
+// STABLE function over a column there (now() + make_interval(...) is
+// timestamptz + interval, STABLE), but evaluates a stable expression
+// without column references on the coordinator to a constant. Here that is
+// now() AT TIME ZONE 'UTC', a timestamp; adding the interval to a timestamp
+// and reading it back AT TIME ZONE 'UTC' are IMMUTABLE, and give exactly
+// now() + the seconds (a fixed zone has no daylight saving to skip). The
+// clock is still the database's, read once per statement.
+const nowPlusRetention = `(now() AT TIME ZONE 'UTC' + make_interval(secs => retention_seconds)) AT TIME ZONE 'UTC'`
+
+// rawColumns are the token columns inspect.Columns reads, stored values
+// only: Citus refuses a non-IMMUTABLE function (inspect's state as of now())
+// in RETURNING, so a Change returns these and its Result selects
+// inspect.Columns over them.
+const rawColumns = `tenant_id, id, operation, intent_id, subject, state, generation,
+       operation_id, payload_digest, created_at, expires_at, retain_until,
+       lease_expires_at, finished_at, result_status, result_body`
 
 // outcomeBody is the outcome body a token's events may carry: only what its
 // policy (event_outcome) lets them.
@@ -159,32 +178,38 @@ func purged(actor string) Event {
 // it moved or deleted. SKIP LOCKED passes over rows a spender holds right
 // now: the spender decides them, and the next batch or sweep sees the
 // outcome. For the steps that move tokens, $2 is the actor.
+//
+// Each batch is of one tenant ($3): on Citus a statement on one tenant runs
+// on the one worker that holds it, while FOR UPDATE SKIP LOCKED across
+// shards is refused. A sweep over every tenant asks Tenants first, the
+// tenants with something due, and runs Tenant for each.
 type Sweep struct {
-	// All is the sweeper's form, over every tenant.
-	All string
-	// Tenant is the operator's purge of one tenant, $3.
+	// Tenants answers the distinct tenants that have rows due ($1 the
+	// retention in seconds for the steps that take one, else none), read
+	// through the same partial index as the batches: on Citus it fans out
+	// to every shard, as a read with no lock.
+	Tenants string
+	// Tenant is a batch of one tenant, $3.
 	Tenant string
 }
 
-// sweep renders both forms of t, whose With holds a %s where the one-tenant
-// form filters: one statement with an optional filter would be planned for
-// the worst case.
-func sweep(t Transition) Sweep {
+// sweep renders t, whose With holds a %s where the batch filters by tenant,
+// and names the statement that finds the tenants with rows due.
+func sweep(tenants string, t Transition) Sweep {
 	with := t.With
-	render := func(filter string) string {
-		t.With = make([]string, len(with))
-		for i, w := range with {
-			t.With[i] = fmt.Sprintf(w, filter)
-		}
-		return t.SQL()
+	t.With = make([]string, len(with))
+	for i, w := range with {
+		t.With[i] = fmt.Sprintf(w, "tenant_id = $3 AND")
 	}
-	return Sweep{All: render(""), Tenant: render("tenant_id = $3 AND")}
+	return Sweep{Tenants: tenants, Tenant: t.SQL()}
 }
 
 // SweepLapse parks pending tokens whose lease lapsed as unknown, unless the
 // policy they were issued under is takeover (those wait for the next
 // spender). The lapsed lease end is kept in the event.
-var SweepLapse = sweep(Transition{
+var SweepLapse = sweep(`
+SELECT DISTINCT tenant_id FROM tokens
+WHERE state = 'pending' AND lease_expires_at <= now() AND on_lease_expiry <> 'takeover'`, Transition{
 	With: []string{`due AS (
     SELECT t.tenant_id, t.id, t.lease_expires_at
     FROM tokens t
@@ -207,7 +232,8 @@ var SweepLapse = sweep(Transition{
 // retain_until, set at issue to expiry plus retention, already says when the
 // intent may be forgotten; the token finished when it expired, not when the
 // sweeper noticed.
-var SweepExpire = sweep(Transition{
+var SweepExpire = sweep(`
+SELECT DISTINCT tenant_id FROM tokens WHERE state = 'issued' AND expires_at <= now()`, Transition{
 	With: []string{`due AS (
     SELECT tenant_id, id FROM tokens
     WHERE %s state = 'issued' AND expires_at <= now()
@@ -228,7 +254,9 @@ var SweepExpire = sweep(Transition{
 // feed and webhooks may not have read them yet, and events have a retention
 // of their own. The states are listed rather than excluded so that a state
 // added later is kept until someone decides it may be purged.
-var SweepPurge = sweep(Transition{
+var SweepPurge = sweep(`
+SELECT DISTINCT tenant_id FROM tokens
+WHERE state IN ('consumed', 'failed', 'revoked', 'expired') AND retain_until <= now()`, Transition{
 	With: []string{`due AS (
     SELECT tenant_id, id FROM tokens
     WHERE %s state IN ('consumed', 'failed', 'revoked', 'expired') AND retain_until <= now()
