@@ -20,7 +20,7 @@ func TestEveryTransitionRecordsItsEvent(t *testing.T) {
 		"issue": store.IssueSQL, "forget": store.ForgetSQL, "finish": store.FinishSQL, "lapse": store.LapseSQL,
 		"lease": store.LeaseSQL, "finish lease": store.FinishLeaseSQL, "report unknown": store.ReportUnknownSQL,
 		"revoke": store.RevokeSQL, "reconcile outcome": store.ReconcileOutcomeSQL,
-		"reconcile not executed": store.ReconcileNotExecutedSQL,
+		"reconcile not executed":  store.ReconcileNotExecutedSQL,
 		"sweep lapse, one tenant": store.SweepLapse.Tenant, "sweep expire, one tenant": store.SweepExpire.Tenant,
 		"sweep purge, one tenant": store.SweepPurge.Tenant,
 	}
@@ -37,10 +37,10 @@ func TestEveryTransitionRecordsItsEvent(t *testing.T) {
 		"lock": store.LockSQL, "report state": store.ReportStateSQL, "existing": store.ExistingSQL, "replay": store.ReplaySQL,
 		"lock state": store.LockStateSQL, "delete events, one tenant": store.DeleteEvents.Tenant,
 		"delete deliveries, one tenant": store.DeleteDeliveries.Tenant,
-		"lapse tenants": store.SweepLapse.Tenants, "expire tenants": store.SweepExpire.Tenants,
+		"lapse tenants":                 store.SweepLapse.Tenants, "expire tenants": store.SweepExpire.Tenants,
 		"purge tenants": store.SweepPurge.Tenants, "delete events tenants": store.DeleteEvents.Tenants,
 		"delete deliveries tenants": store.DeleteDeliveries.Tenants,
-		"unresolved": store.UnresolvedSQL, "unresolved, one tenant": store.UnresolvedTenantSQL, "try lock": store.TryLockSQL,
+		"unresolved":                store.UnresolvedSQL, "unresolved, one tenant": store.UnresolvedTenantSQL, "try lock": store.TryLockSQL,
 		"bounded lock": store.LockBoundedSQL,
 	} {
 		if strings.Contains(sql, "token_events (") {
