@@ -17,9 +17,15 @@ const getSQL = `SELECT ` + policyColumns + ` FROM operations WHERE tenant_id = $
 
 const listSQL = `SELECT ` + policyColumns + ` FROM operations WHERE tenant_id = $1 ORDER BY name`
 
+// putSQL declares or redeclares. The update time and the new version are
+// computed in VALUES and taken from EXCLUDED: Citus refuses now() and
+// nextval in ON CONFLICT DO UPDATE SET, and evaluates them in VALUES on the
+// coordinator. A new declaration takes one number of the sequence as its
+// column default did; a redeclaration one, as before.
 const putSQL = `
-INSERT INTO operations (tenant_id, name, mode, on_lease_expiry, lease_seconds, max_ttl_seconds, retention_seconds, ignored_fields, event_outcome)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+INSERT INTO operations (tenant_id, name, mode, on_lease_expiry, lease_seconds, max_ttl_seconds, retention_seconds, ignored_fields, event_outcome,
+                        updated_at, version)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now(), nextval('operation_versions'))
 ON CONFLICT (tenant_id, name) DO UPDATE SET
     mode = EXCLUDED.mode,
     on_lease_expiry = EXCLUDED.on_lease_expiry,
@@ -28,8 +34,8 @@ ON CONFLICT (tenant_id, name) DO UPDATE SET
     retention_seconds = EXCLUDED.retention_seconds,
     ignored_fields = EXCLUDED.ignored_fields,
     event_outcome = EXCLUDED.event_outcome,
-    updated_at = now(),
-    version = nextval('operation_versions')
+    updated_at = EXCLUDED.updated_at,
+    version = EXCLUDED.version
 RETURNING version`
 
 // lockSQL takes the declaration's row lock, waiting for the issues that hold

@@ -21,14 +21,25 @@ const revokedChannel = "tokend_api_key_revoked"
 // delivers the notification when the transaction commits, and not at all if
 // it rolls back. A repeated revoke notifies again, which is harmless and
 // makes up for a notification a listener missed.
+//
+// On Citus: least(revoked_at, now()) keeps the first revocation time as
+// coalesce did (least ignores NULL), and Citus evaluates its column-free
+// now() on the coordinator, where it refuses a non-IMMUTABLE function in
+// COALESCE. The join with this database's own pg_database row (one row,
+// on plain Postgres too) is what keeps the notification on the
+// coordinator, where the instances LISTEN: a catalog table is local, so
+// Citus runs the UPDATE on the tenant's worker as a subplan and the outer
+// SELECT, pg_notify with it, on the coordinator; without it Citus routes
+// the whole statement to the worker, and the notification is sent there.
 const revokeSQL = `
 WITH revoked AS (
-    UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
+    UPDATE api_keys SET revoked_at = least(revoked_at, now())
     WHERE tenant_id = $1 AND id = $2
     RETURNING key_hash
 )
 SELECT key_hash, pg_notify('` + revokedChannel + `', encode(key_hash, 'hex'))
-FROM revoked`
+FROM revoked, pg_catalog.pg_database d
+WHERE d.datname = current_database()`
 
 const listenSQL = `LISTEN ` + revokedChannel
 

@@ -284,20 +284,43 @@ func (d *Dispatcher) claim(ctx context.Context, n int) ([]claimed, error) {
 		if _, err := tx.Exec(ctx, claimLockSQL); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, claimSQL, n, d.cfg.Lease.Seconds(), d.cfg.EndpointConcurrency, d.cfg.TenantConcurrency)
+		// One tenant per claim (on Citus, one worker), the tenants waiting
+		// longest first, each given an even share of what is left of n:
+		// every tenant's first delivery before any tenant's second.
+		rows, err := tx.Query(ctx, dueTenantsSQL)
 		if err != nil {
 			return err
 		}
-		cs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimed, error) {
-			var c claimed
-			e := &c.event
-			err := r.Scan(&c.tenant, &c.endpoint, &c.pos, &c.attempt, &c.url, &c.nonce, &c.keyID, &c.prevNonce, &c.prevKeyID,
-				&e.ID, &e.Type, &e.TokenID, &e.Operation, &e.Subject, &e.Actor, &e.From, &e.To,
-				&e.Generation, &e.OutcomeStatus, &e.Outcome, &e.At)
-			e.Position = c.pos
-			return c, err
-		})
-		return err
+		tenants, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		left := n
+		for i, tenant := range tenants {
+			if left <= 0 {
+				break
+			}
+			share := (left + len(tenants) - i - 1) / (len(tenants) - i)
+			rows, err := tx.Query(ctx, claimSQL, share, d.cfg.Lease.Seconds(), d.cfg.EndpointConcurrency, d.cfg.TenantConcurrency, tenant)
+			if err != nil {
+				return err
+			}
+			got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimed, error) {
+				var c claimed
+				e := &c.event
+				err := r.Scan(&c.tenant, &c.endpoint, &c.pos, &c.attempt, &c.url, &c.nonce, &c.keyID, &c.prevNonce, &c.prevKeyID,
+					&e.ID, &e.Type, &e.TokenID, &e.Operation, &e.Subject, &e.Actor, &e.From, &e.To,
+					&e.Generation, &e.OutcomeStatus, &e.Outcome, &e.At)
+				e.Position = c.pos
+				return c, err
+			})
+			if err != nil {
+				return err
+			}
+			cs = append(cs, got...)
+			left -= len(got)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: claim: %w", err)

@@ -13,7 +13,16 @@ RETURNING ` + endpointColumns
 
 const endpointColumns = `tenant_id, id, url, event_types, secret_nonce, secret_key_id, enabled,
        coalesce(disabled_reason, ''), feed_pos, failing_since, created_at,
-       CASE WHEN prev_secret_until > now() THEN prev_secret_until END`
+       CASE WHEN prev_secret_until > (SELECT now()) THEN prev_secret_until END`
+
+// (SELECT now()), here and below, is now() where Citus refuses a
+// non-IMMUTABLE function (in RETURNING, CASE and COALESCE of a statement
+// that writes a distributed table): Citus evaluates the subquery on the
+// coordinator to a constant before it sends the statement to the worker.
+// The whole column-free expression goes in the subquery: an operator such
+// as timestamptz - interval over it is STABLE again, and refused.
+// On plain Postgres it is an InitPlan with now()'s value. The clock is the
+// database's either way, read once per transaction.
 
 // rotateSQL gives the endpoint the secret of nonce $3 under key $4; the one
 // it replaces keeps signing beside it for $5 seconds. One rotated earlier
@@ -43,10 +52,10 @@ WITH w AS (
 ), p AS (
     UPDATE webhook_deliveries d
     SET state = CASE WHEN $3 THEN 'pending' ELSE 'parked' END, leased_until = NULL,
-        next_attempt_at = CASE WHEN $3 THEN now() ELSE d.next_attempt_at END,
-        created_at = CASE WHEN $3 THEN now() ELSE d.created_at END
+        next_attempt_at = CASE WHEN $3 THEN (SELECT now()) ELSE d.next_attempt_at END,
+        created_at = CASE WHEN $3 THEN (SELECT now()) ELSE d.created_at END
     FROM w
-    WHERE d.tenant_id = w.tenant_id AND d.endpoint_id = w.id AND d.state = CASE WHEN $3 THEN 'parked' ELSE 'pending' END
+    WHERE d.tenant_id = $1 AND d.tenant_id = w.tenant_id AND d.endpoint_id = w.id AND d.state = CASE WHEN $3 THEN 'parked' ELSE 'pending' END
 )
 SELECT * FROM w`
 
@@ -63,7 +72,7 @@ WITH u AS (
     UPDATE webhook_deliveries d
     SET state = CASE WHEN w.enabled THEN 'pending' ELSE 'parked' END,
         next_attempt_at = now(),
-        created_at = CASE WHEN d.state = 'pending' THEN d.created_at ELSE now() END,
+        created_at = CASE WHEN d.state = 'pending' THEN d.created_at ELSE (SELECT now()) END,
         leased_until = CASE WHEN d.state = 'pending' THEN d.leased_until END,
         finished_at = NULL
     FROM webhook_endpoints w
@@ -117,12 +126,12 @@ WITH ep AS (
     FROM ep CROSS JOIN LATERAL (
         SELECT p.pos, e.event_id, e.kind
         FROM (SELECT pos, token_id, seq FROM event_positions
-              WHERE tenant_id = ep.tenant_id AND pos > ep.feed_pos
+              WHERE tenant_id = $1 AND pos > ep.feed_pos
               ORDER BY pos
               LIMIT 500) p -- fanOutBatch
         CROSS JOIN LATERAL (
             SELECT event_id, kind FROM token_events e
-            WHERE e.tenant_id = ep.tenant_id AND e.token_id = p.token_id AND e.seq = p.seq
+            WHERE e.tenant_id = $1 AND e.token_id = p.token_id AND e.seq = p.seq
             OFFSET 0
         ) e
     ) e
@@ -135,10 +144,18 @@ WITH ep AS (
 ), moved AS (
     UPDATE webhook_endpoints w SET feed_pos = m.pos
     FROM (SELECT tenant_id, endpoint_id, max(pos) AS pos FROM ev GROUP BY tenant_id, endpoint_id) m
-    WHERE w.tenant_id = m.tenant_id AND w.id = m.endpoint_id
+    WHERE w.tenant_id = $1 AND w.tenant_id = m.tenant_id AND w.id = m.endpoint_id
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM ev), (SELECT count(*) FROM ins)`
+
+// dueTenantsSQL is the tenants with deliveries due, the longest waiting
+// first: a read of every shard, with no lock.
+const dueTenantsSQL = `
+SELECT tenant_id FROM webhook_deliveries
+WHERE state = 'pending' AND next_attempt_at <= now() AND (leased_until IS NULL OR leased_until <= now())
+GROUP BY tenant_id
+ORDER BY min(next_attempt_at), tenant_id`
 
 // claimLockSQL serializes claims across instances, so that what each
 // endpoint and tenant has in flight is counted right; a claim is one short
@@ -154,10 +171,10 @@ const claimSQL = `
 WITH ep AS (
     SELECT w.tenant_id, w.id,
            (SELECT count(*) FROM webhook_deliveries b
-            WHERE b.tenant_id = w.tenant_id AND b.endpoint_id = w.id AND b.state = 'pending'
+            WHERE b.tenant_id = $5 AND b.endpoint_id = w.id AND b.state = 'pending'
               AND b.leased_until IS NOT NULL AND b.leased_until > now()) AS busy
     FROM webhook_endpoints w
-    WHERE w.enabled
+    WHERE w.tenant_id = $5 AND w.enabled
 ), tb AS (
     SELECT tenant_id, sum(busy) AS busy FROM ep GROUP BY tenant_id
 ), due AS (
@@ -167,7 +184,7 @@ WITH ep AS (
         SELECT d.tenant_id, d.endpoint_id, d.pos, d.next_attempt_at,
                row_number() OVER (ORDER BY d.next_attempt_at, d.pos) AS er
         FROM webhook_deliveries d
-        WHERE d.tenant_id = ep.tenant_id AND d.endpoint_id = ep.id AND d.state = 'pending'
+        WHERE d.tenant_id = $5 AND d.endpoint_id = ep.id AND d.state = 'pending'
           AND d.next_attempt_at <= now() AND (d.leased_until IS NULL OR d.leased_until <= now())
         ORDER BY d.next_attempt_at, d.pos
         LIMIT $3
@@ -186,7 +203,7 @@ WITH ep AS (
     UPDATE webhook_deliveries d
     SET leased_until = now() + make_interval(secs => $2), attempts = d.attempts + 1
     FROM pick
-    WHERE d.tenant_id = pick.tenant_id AND d.endpoint_id = pick.endpoint_id AND d.pos = pick.pos
+    WHERE d.tenant_id = $5 AND d.tenant_id = pick.tenant_id AND d.endpoint_id = pick.endpoint_id AND d.pos = pick.pos
       AND d.state = 'pending'
     RETURNING d.tenant_id, d.endpoint_id, d.pos, d.attempts
 )
@@ -196,11 +213,11 @@ SELECT l.tenant_id, l.endpoint_id, l.pos, l.attempts, w.url, w.secret_nonce, w.s
        e.event_id, e.kind, e.token_id, coalesce(e.operation, ''), coalesce(e.subject, ''), e.actor,
        e.from_state, e.to_state, e.generation, e.outcome_status, e.outcome_body, e.at
 FROM leased l
-JOIN webhook_endpoints w ON w.tenant_id = l.tenant_id AND w.id = l.endpoint_id
+JOIN webhook_endpoints w ON w.tenant_id = $5 AND w.tenant_id = l.tenant_id AND w.id = l.endpoint_id
 CROSS JOIN LATERAL (
     SELECT e.* FROM event_positions p
     JOIN token_events e ON e.tenant_id = p.tenant_id AND e.token_id = p.token_id AND e.seq = p.seq
-    WHERE p.tenant_id = l.tenant_id AND p.pos = l.pos
+    WHERE p.tenant_id = $5 AND e.tenant_id = $5 AND p.tenant_id = l.tenant_id AND p.pos = l.pos
     OFFSET 0
 ) e`
 
@@ -227,14 +244,14 @@ SELECT count(*) FROM d`
 // 410 Gone ($11) or has failed for longer than $9 seconds.
 const failedSQL = `
 WITH w0 AS (
-    SELECT enabled AND ($11 OR coalesce(failing_since, now()) <= now() - make_interval(secs => $9)) AS off,
-           coalesce(failing_since, now()) AS since
+    SELECT enabled AND ($11 OR least(failing_since, now()) <= (SELECT now() - make_interval(secs => $9))) AS off,
+           least(failing_since, now()) AS since
     FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2
 ), d AS (
     UPDATE webhook_deliveries
     SET state = CASE WHEN (SELECT off FROM w0) THEN 'parked'
-                     WHEN created_at <= now() - make_interval(secs => $8) THEN 'failed' ELSE 'pending' END,
-        finished_at = CASE WHEN NOT (SELECT off FROM w0) AND created_at <= now() - make_interval(secs => $8) THEN now() END,
+                     WHEN created_at <= (SELECT now() - make_interval(secs => $8)) THEN 'failed' ELSE 'pending' END,
+        finished_at = CASE WHEN NOT (SELECT off FROM w0) AND created_at <= (SELECT now() - make_interval(secs => $8)) THEN (SELECT now()) END,
         next_attempt_at = now() + make_interval(secs => $7),
         leased_until = NULL
     WHERE tenant_id = $1 AND endpoint_id = $2 AND pos = $3 AND attempts = $4 AND state = 'pending'
@@ -247,8 +264,8 @@ WITH w0 AS (
     SET failing_since = (SELECT since FROM w0),
         enabled = enabled AND NOT (SELECT off FROM w0),
         disabled_reason = CASE WHEN NOT (SELECT off FROM w0) THEN disabled_reason
-                               WHEN $11 THEN 'the endpoint answered 410 Gone at ' || to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
-                               ELSE 'every delivery failed since ' || to_char((SELECT since FROM w0) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') END
+                               WHEN $11 THEN (SELECT 'the endpoint answered 410 Gone at ' || to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'))
+                               ELSE (SELECT 'every delivery failed since ' || to_char(since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') FROM w0) END
     WHERE tenant_id = $1 AND id = $2
 ), p AS (
     UPDATE webhook_deliveries
@@ -260,9 +277,14 @@ SELECT coalesce((SELECT state FROM d), '')`
 // undeliveredSQL is what the metrics report, read at each scrape: the
 // deliveries still owed (pending; parked ones are not lag), the age of the
 // oldest by its event's time, the parked ones and the disabled endpoints.
+//
+// Both counts fan out to every shard (no tenant): Citus refuses a subquery
+// over a distributed table in the target list, so they are two subqueries
+// in FROM, each aggregated per shard and summed on the coordinator.
 const undeliveredSQL = `
-SELECT count(*) FILTER (WHERE state = 'pending'),
-       coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE state = 'pending')), 0)::float8,
-       count(*) FILTER (WHERE state = 'parked'),
-       (SELECT count(*) FROM webhook_endpoints WHERE NOT enabled)
-FROM webhook_deliveries WHERE state IN ('pending', 'parked')`
+SELECT d.pending, d.age, d.parked, w.disabled
+FROM (SELECT count(*) FILTER (WHERE state = 'pending') AS pending,
+             coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE state = 'pending')), 0)::float8 AS age,
+             count(*) FILTER (WHERE state = 'parked') AS parked
+      FROM webhook_deliveries WHERE state IN ('pending', 'parked')) d,
+     (SELECT count(*) AS disabled FROM webhook_endpoints WHERE NOT enabled) w`
