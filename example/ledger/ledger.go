@@ -212,12 +212,14 @@ func ValidAccount(s string) bool { return accountRE.MatchString(s) }
 
 // creditSQL adds to the balance and writes the entry in one statement; no row
 // comes back when the balance limit would be passed, and then nothing is written.
+// The update time comes from VALUES through EXCLUDED: Citus refuses now() in
+// ON CONFLICT DO UPDATE SET.
 const creditSQL = `
 WITH a AS (
-    INSERT INTO ledger_accounts AS la (tenant_id, account, balance)
-    VALUES ($1, $2, $3)
+    INSERT INTO ledger_accounts AS la (tenant_id, account, balance, updated_at)
+    VALUES ($1, $2, $3, now())
     ON CONFLICT (tenant_id, account) DO UPDATE
-    SET balance = la.balance + EXCLUDED.balance, updated_at = now()
+    SET balance = la.balance + EXCLUDED.balance, updated_at = EXCLUDED.updated_at
     WHERE la.balance + EXCLUDED.balance <= $5
     RETURNING balance
 ), e AS (

@@ -1,0 +1,21 @@
+package ledger_test
+
+import (
+	"testing"
+
+	"github.com/tokend/tokend/example/ledger"
+	"github.com/tokend/tokend/internal/pgtest"
+)
+
+// TestEveryStatementRuns: each of the ledger's statements runs
+// (pgtest.Runs), which on a Citus cluster (TOKEND_TEST_CITUS_DIR) proves
+// Citus distributes it.
+func TestEveryStatementRuns(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	for name, sql := range ledger.Statements {
+		if err := pgtest.Runs(t, pool, sql); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}

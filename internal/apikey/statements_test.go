@@ -1,0 +1,22 @@
+package apikey
+
+import (
+	"testing"
+
+	"github.com/tokend/tokend/internal/pgtest"
+)
+
+// TestEveryStatementRuns: each of the package's statements runs
+// (pgtest.Runs), which on a Citus cluster (TOKEND_TEST_CITUS_DIR) proves
+// Citus distributes it.
+func TestEveryStatementRuns(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	for name, sql := range map[string]string{
+		"create": createSQL, "resolve": resolveSQL, "revoke": revokeSQL, "notify": notifySQL, "live": liveSQL,
+	} {
+		if err := pgtest.Runs(t, pool, sql); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
