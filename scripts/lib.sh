@@ -615,3 +615,50 @@ _stop_redis_cluster() {
 	log "stopped the Redis Cluster"
 	rm -rf "$1"
 }
+
+# _citus_src: print the directory of the prebuilt Citus (install, cluster):
+# $TOKEND_CITUS_SRC, else shared/citus beside the repository (../shared/citus
+# from the main checkout, or from the main checkout of a worktree).
+_citus_src() {
+	local d common
+	common=$(git rev-parse --path-format=absolute --git-common-dir 2>/dev/null || true)
+	for d in "${TOKEND_CITUS_SRC:-}" ../shared/citus ../../shared/citus ${common:+"$common/../../shared/citus"}; do
+		[[ -n $d && -x $d/cluster && -x $d/install ]] && {
+			(cd "$d" && pwd -P)
+			return 0
+		}
+	done
+	return 1
+}
+
+# start_citus_cluster: install Citus into the local PostgreSQL 15 from
+# shared/citus when it lacks it (root only), start a throwaway coordinator
+# with two workers, stopped by tokend_cleanup, and export
+# TOKEND_TEST_CITUS_DIR (internal/pgtest makes each test's database on all
+# three). Returns non-zero, having said why in one line, when it cannot.
+start_citus_cluster() {
+	local src dir pkglib
+	src=$(_citus_src) || {
+		warn "Citus pass skipped: no shared/citus found beside the repository (set TOKEND_CITUS_SRC)"
+		return 1
+	}
+	pkglib=$(pg_config --pkglibdir 2>/dev/null || echo /usr/lib/postgresql/15/lib)
+	if [[ ! -f $pkglib/citus.so ]]; then
+		_as_root "$src/install" >/dev/null 2>&1 || {
+			warn "Citus pass skipped: Citus is not installed and $src/install needs root"
+			return 1
+		}
+	fi
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/tokend-citus.XXXXXX")
+	rmdir "$dir" # cluster start makes it
+	log "starting a Citus cluster (a coordinator and two workers) under $dir"
+	bash "$src/cluster" start "$dir" >/dev/null 2>"$dir.log" || {
+		warn "Citus pass skipped: the cluster did not start ($(tail -n 1 "$dir.log"))"
+		bash "$src/cluster" stop "$dir" >/dev/null 2>&1 || true
+		rm -f "$dir.log"
+		return 1
+	}
+	rm -f "$dir.log"
+	_register_cleanup "bash $(printf '%q' "$src/cluster") stop $(printf '%q' "$dir") >/dev/null 2>&1"
+	export TOKEND_TEST_CITUS_DIR=$dir
+}
