@@ -191,7 +191,7 @@ func TestRevokeTxExplanationHoldsTheLock(t *testing.T) {
 			t.Errorf("RevokeTx = %v, want token.ErrInvalidState", err)
 		}
 		var locked bool
-		err := e.pool.QueryRow(ctx, `SELECT count(*) = 0 FROM (SELECT 1 FROM tokens WHERE id = $1 FOR UPDATE SKIP LOCKED) x`, is.Token.ID).Scan(&locked)
+		err := e.pool.QueryRow(ctx, `SELECT count(*) = 0 FROM (SELECT 1 FROM tokens WHERE tenant_id = $1 AND id = $2 FOR UPDATE SKIP LOCKED) x`, tenant, is.Token.ID).Scan(&locked)
 		if err != nil {
 			return err
 		}

@@ -425,7 +425,7 @@ func TestSpendWaitIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Rollback(ctx) //nolint:errcheck
-	if _, err := holder.Exec(ctx, `SELECT 1 FROM tokens WHERE id = $1 FOR UPDATE`, is.Token.ID); err != nil {
+	if _, err := holder.Exec(ctx, `SELECT 1 FROM tokens WHERE tenant_id = $1 AND id = $2 FOR UPDATE`, tenant, is.Token.ID); err != nil {
 		t.Fatal(err)
 	}
 	_, err = e.spender.Spend(ctx, e.pool, e.spendReq(is, credit("ivan", 1)))

@@ -189,7 +189,7 @@ func TestHandlerInProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(t.Context())
-	if _, err := tx.Exec(t.Context(), `SELECT 1 FROM tokens WHERE id = $1 FOR UPDATE`, f.TokenID); err != nil {
+	if _, err := tx.Exec(t.Context(), `SELECT 1 FROM tokens WHERE tenant_id = $1 AND id = $2 FOR UPDATE`, tenant, f.TokenID); err != nil {
 		t.Fatal(err)
 	}
 	shown, w := pg.serve(t, h, post(t, f, "account", "acc_1", "amount", "1"), "alice")
