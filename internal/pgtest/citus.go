@@ -156,9 +156,32 @@ func sealCitusTemplate(ctx context.Context, from, name string) error {
 		"ALTER DATABASE "+f+" RENAME TO "+n)
 }
 
-// dropCitusDB drops name on every node.
+// dropCitusDB drops name on every node: the coordinator first, which ends
+// its sessions' connections to the workers; a worker whose copy is still
+// in use a moment later (a connection closing, the maintenance daemon) is
+// tried again a few times.
 func dropCitusDB(ctx context.Context, name string) error {
-	return onNodes(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+	nodes, err := citusNodes()
+	if err != nil {
+		return err
+	}
+	drop := "DROP DATABASE IF EXISTS " + pgx.Identifier{name}.Sanitize() + " WITH (FORCE)"
+	var errs []error
+	for _, n := range nodes {
+		for try := 0; ; try++ {
+			err := onNode(ctx, n.port, "postgres", drop)
+			var pgErr *pgconn.PgError
+			if err != nil && errors.As(err, &pgErr) && pgErr.Code == "55006" && try < 20 {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", n.name, err))
+			}
+			break
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Runs says whether statement runs on the database behind pool: it is
