@@ -661,4 +661,6 @@ start_citus_cluster() {
 	rm -f "$dir.log"
 	_register_cleanup "bash $(printf '%q' "$src/cluster") stop $(printf '%q' "$dir") >/dev/null 2>&1"
 	export TOKEND_TEST_CITUS_DIR=$dir
+	# For the tests that start a cluster of their own (a worker restart).
+	export TOKEND_CITUS_SRC=$src
 }
