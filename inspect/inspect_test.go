@@ -201,10 +201,10 @@ func TestListFilters(t *testing.T) {
 	}
 	later := e.issue(t, "acme", ledger.Credit, "alice", "")
 	// created_at is the issuing transaction's clock; make the split strict.
-	if _, err := e.pool.Exec(ctx, `UPDATE tokens SET created_at = created_at + interval '1 hour' WHERE id = $1`, later.Token.ID); err != nil {
+	split := later.Token.CreatedAt.Add(time.Hour)
+	if _, err := e.pool.Exec(ctx, `UPDATE tokens SET created_at = $3 WHERE tenant_id = $1 AND id = $2`, "acme", later.Token.ID, split); err != nil {
 		t.Fatal(err)
 	}
-	split := later.Token.CreatedAt.Add(time.Hour)
 
 	tests := []struct {
 		name   string
