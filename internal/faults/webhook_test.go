@@ -106,7 +106,7 @@ func TestDispatcherKilledMidDelivery(t *testing.T) {
 
 	var delivered, effects int
 	for {
-		if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'delivered'), (SELECT count(*) FROM effects) FROM webhook_deliveries`).Scan(&delivered, &effects); err != nil {
+		if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhook_deliveries WHERE state = 'delivered'), (SELECT count(*) FROM effects)`).Scan(&delivered, &effects); err != nil {
 			t.Fatal(err)
 		}
 		if delivered == tokens {
