@@ -30,8 +30,8 @@ func TestFeedStatementsWalkOnlyWhatTheyNeed(t *testing.T) {
 		name, sql, args string
 		rows            int // answered
 	}{
-		{"pending", event.PendingSQL, "'t'", 1},
-		{"position", event.PositionSQL, "'t', 20000, '" + xid + "', " + itoa(seq) + ", 1000", 0},
+		{"horizon", event.HorizonSQL, "'t'", 1},
+		{"position", event.PositionSQL, "'t', 20000, '" + xid + "', " + itoa(seq) + ", 1000, pg_snapshot_xmin(pg_current_snapshot())::text", 0},
 		{"read", event.ReadSQL, "'t', 19900, 100, " + itoa(event.MaxBytes), 100},
 	}
 	for _, mode := range pgtest.PlanModes {
