@@ -139,6 +139,27 @@ func TestFeedSkipsNoLateCommitAcrossTenants(t *testing.T) {
 			t.Fatalf("tenant %s past the end = %d events, %v; want none", r.tenant, len(more), err)
 		}
 	}
+	checkNoRebase(ctx, t, pool)
+}
+
+// checkNoRebase fails if a feed was rebased (see event.CursorEpochError):
+// on a live database, whose transaction ids are the ones the events carry,
+// none ever is. Events numbered by another node's ids than the horizon
+// they are judged by (on Citus, the coordinator's and a worker's) make the
+// feed look restored.
+func checkNoRebase(ctx context.Context, t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	var rebased []string
+	rows, err := pool.Query(ctx, `SELECT tenant_id FROM event_feed_heads WHERE cardinality(prior_epochs) > 0 ORDER BY tenant_id`)
+	if err == nil {
+		rebased, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rebased) > 0 {
+		t.Fatalf("the feeds of %v were rebased on a live database", rebased)
+	}
 }
 
 // checkSpread, on a Citus cluster, fails unless tenants' events are stored
