@@ -19,6 +19,9 @@ func TestFeedStatementsWalkOnlyWhatTheyNeed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
+	if onCitus(ctx, t, pool) {
+		t.Skip("on Citus a statement's plan is a custom scan whose rows the worker reads; the plans checked here are one Postgres's")
+	}
 	const n = 20000
 	tokentest.Trail(t, pool, "t", n)
 	var xid string

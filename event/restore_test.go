@@ -158,6 +158,9 @@ func TestCursorsSurviveARestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
+	if onCitus(ctx, t, src) {
+		t.Skip("a Citus cluster is backed up and restored node by node, not with pg_dump into one Postgres; on Citus the rebase meets a shard moved to another worker")
+	}
 
 	// A server fresh from initdb is where the restored cluster's counter
 	// starts: the feed must be positioned past it for the test to mean

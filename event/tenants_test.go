@@ -162,15 +162,21 @@ func checkNoRebase(ctx context.Context, t *testing.T, pool *pgxpool.Pool) {
 	}
 }
 
-// checkSpread, on a Citus cluster, fails unless tenants' events are stored
-// on at least two workers; on plain Postgres it does nothing.
-func checkSpread(ctx context.Context, t *testing.T, pool *pgxpool.Pool, tenants []string) {
+// onCitus tells whether pool's database has the citus extension.
+func onCitus(ctx context.Context, t *testing.T, pool *pgxpool.Pool) bool {
 	t.Helper()
 	var citus bool
 	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil {
 		t.Fatal(err)
 	}
-	if !citus {
+	return citus
+}
+
+// checkSpread, on a Citus cluster, fails unless tenants' events are stored
+// on at least two workers; on plain Postgres it does nothing.
+func checkSpread(ctx context.Context, t *testing.T, pool *pgxpool.Pool, tenants []string) {
+	t.Helper()
+	if !onCitus(ctx, t, pool) {
 		return
 	}
 	var nodes int
