@@ -150,13 +150,14 @@ func ReadPage(ctx context.Context, pool *pgxpool.Pool, tenant string, q Query) (
 	if err := q.check(); err != nil {
 		return Page{}, err
 	}
-	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		_, err := PositionTx(ctx, tx, tenant)
+	var epoch string
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) (err error) {
+		_, epoch, err = positionTx(ctx, tx, tenant)
 		return err
 	}); err != nil {
 		return Page{}, err
 	}
-	return read(ctx, pool, tenant, q)
+	return read(ctx, pool, tenant, q, epoch)
 }
 
 // ReadTx is Read inside the caller's transaction. Positions it hands out,
@@ -165,10 +166,11 @@ func ReadTx(ctx context.Context, tx pgx.Tx, tenant string, q Query) ([]Event, er
 	if err := q.check(); err != nil {
 		return nil, err
 	}
-	if _, err := PositionTx(ctx, tx, tenant); err != nil {
+	_, epoch, err := positionTx(ctx, tx, tenant)
+	if err != nil {
 		return nil, err
 	}
-	p, err := read(ctx, tx, tenant, q)
+	p, err := read(ctx, tx, tenant, q, epoch)
 	return p.Events, err
 }
 
@@ -184,51 +186,66 @@ func Position(ctx context.Context, pool *pgxpool.Pool, tenant string) (n int64, 
 
 // PositionTx is Position inside the caller's transaction.
 func PositionTx(ctx context.Context, tx pgx.Tx, tenant string) (int64, error) {
+	n, _, err := positionTx(ctx, tx, tenant)
+	return n, err
+}
+
+// positionTx is PositionTx answering also the feed's epoch after it.
+func positionTx(ctx context.Context, tx pgx.Tx, tenant string) (n int64, epoch string, err error) {
 	if err := token.CheckText("tenant", tenant); err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		return 0, "", fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
 	hz, err := readHorizon(ctx, tx, tenant)
 	if err != nil {
-		return 0, fmt.Errorf("event: position: %w", err)
+		return 0, "", fmt.Errorf("event: position: %w", err)
 	}
 	if !hz.pending && !hz.ahead {
-		return 0, nil
+		return 0, hz.epoch, nil
 	}
+	n, epoch, err = positionLocked(ctx, tx, tenant)
+	return n, epoch, err
+}
+
+// positionLocked locks tenant's feed head, then positions or rebases.
+func positionLocked(ctx context.Context, tx pgx.Tx, tenant string) (int64, string, error) {
 	var head, seq int64
 	var xid string
 	if err := tx.QueryRow(ctx, lockHeadSQL, tenant, newEpoch()).Scan(&head, &xid, &seq); err != nil {
-		return 0, fmt.Errorf("event: position: lock the feed head: %w", err)
+		return 0, "", fmt.Errorf("event: position: lock the feed head: %w", err)
 	}
 	// Again with the head locked: another transaction may have positioned
 	// or rebased while this one waited, and the horizon a rebase or the
 	// positioning goes by must come from a statement routed to the tenant
 	// (horizonSQL).
-	if hz, err = readHorizon(ctx, tx, tenant); err != nil {
-		return 0, fmt.Errorf("event: position: %w", err)
+	hz, err := readHorizon(ctx, tx, tenant)
+	if err != nil {
+		return 0, "", fmt.Errorf("event: position: %w", err)
 	}
+	epoch := hz.epoch
 	var n int64
 	switch {
 	case hz.ahead:
 		// Restored into another cluster, or moved to another node: see
 		// horizonSQL.
-		if err := tx.QueryRow(ctx, rebaseSQL, tenant, head, hz.xmin, newEpoch()).Scan(&n); err != nil {
-			return 0, fmt.Errorf("event: position: rebase the feed after a restore: %w", err)
+		epoch = newEpoch()
+		if err := tx.QueryRow(ctx, rebaseSQL, tenant, head, hz.xmin, epoch).Scan(&n); err != nil {
+			return 0, "", fmt.Errorf("event: position: rebase the feed after a restore: %w", err)
 		}
 	case hz.pending:
 		// No row: nothing settled past the cursor after all.
 		err := tx.QueryRow(ctx, positionSQL, tenant, head, xid, seq, positionBatch, hz.xmin).Scan(&n)
 		if err != nil && !db.NoRow(err) {
-			return 0, fmt.Errorf("event: position: %w", err)
+			return 0, "", fmt.Errorf("event: position: %w", err)
 		}
 	}
 	if n > 0 {
 		// Sent at commit, on its own: a statement without a table runs
 		// where notifications are heard (on Citus, the coordinator).
 		if _, err := tx.Exec(ctx, notifySQL, tenant); err != nil {
-			return 0, fmt.Errorf("event: position: notify: %w", err)
+			return 0, "", fmt.Errorf("event: position: notify: %w", err)
 		}
 	}
-	return n, nil
+	return n, epoch, nil
 }
 
 // horizon is what horizonSQL answers of a tenant's feed.
@@ -357,19 +374,24 @@ func (h feedHead) left(e string) (pos int64, ok bool) {
 	return 0, false
 }
 
-func read(ctx context.Context, q db.DBTX, tenant string, r Query) (Page, error) {
-	head, err := readHead(ctx, q, tenant)
-	if err != nil {
-		return Page{}, fmt.Errorf("event: read: %w", err)
-	}
-	if r.Epoch != "" && r.Epoch != head.epoch && r.After > 0 {
-		left, _ := head.left(r.Epoch)
-		if r.After > left {
-			return Page{}, &CursorEpochError{After: r.After, CursorEpoch: r.Epoch, Epoch: head.epoch, Resume: left}
+// read reads a page after checking r's cursor against the feed's epochs;
+// epoch is the feed's epoch as positioning left it. The epoch's history is
+// read only for a cursor of another epoch.
+func read(ctx context.Context, q db.DBTX, tenant string, r Query, epoch string) (Page, error) {
+	if r.Epoch != "" && r.Epoch != epoch && r.After > 0 {
+		head, err := readHead(ctx, q, tenant)
+		if err != nil {
+			return Page{}, fmt.Errorf("event: read: %w", err)
+		}
+		if epoch = head.epoch; r.Epoch != epoch {
+			left, _ := head.left(r.Epoch)
+			if r.After > left {
+				return Page{}, &CursorEpochError{After: r.After, CursorEpoch: r.Epoch, Epoch: epoch, Resume: left}
+			}
 		}
 	}
 	events, err := readEvents(ctx, q, tenant, r)
-	return Page{Events: events, Epoch: head.epoch}, err
+	return Page{Events: events, Epoch: epoch}, err
 }
 
 func readEvents(ctx context.Context, q db.DBTX, tenant string, r Query) ([]Event, error) {
