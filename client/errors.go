@@ -126,6 +126,10 @@ var (
 	// ErrCursorAhead: the feed never handed out the cursor's position (the
 	// cursor comes from another database); the detail names its last one.
 	ErrCursorAhead = code("cursor_ahead")
+	// ErrCursorEpoch: the cursor is from an earlier epoch of the feed and
+	// past the position where the feed, restored from an older backup, left
+	// that epoch; the detail says where to resume (after and epoch).
+	ErrCursorEpoch = code("cursor_epoch")
 	// ErrTooManyWaiters: the server parks as many long polls of the feed as
 	// it allows; read again after Retry-After (Follow does).
 	ErrTooManyWaiters = code("too_many_waiters")
@@ -141,7 +145,7 @@ func Sentinels() map[string]error {
 		ErrReportConflict, ErrBuiltinOperation, ErrOperationInUse, ErrTokenExpired, ErrTokenRevoked,
 		ErrTokenKeyRetired, ErrIntentKeyRetired, ErrPayloadTooLarge, ErrIdempotencyKeyReused,
 		ErrPayloadMismatch, ErrRateLimited, ErrInternal, ErrUnavailable, ErrOperationChanging,
-		ErrUnsupportedMediaType, ErrHeadersTooLarge, ErrCursorAhead, ErrTooManyWaiters, ErrPayloadMissing,
+		ErrUnsupportedMediaType, ErrHeadersTooLarge, ErrCursorAhead, ErrCursorEpoch, ErrTooManyWaiters, ErrPayloadMissing,
 	} {
 		m[e.(*sentinel).code] = e
 	}

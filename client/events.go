@@ -40,6 +40,10 @@ type EventPage struct {
 	// NextCursor is where the next read starts; the same cursor when the
 	// page is empty.
 	NextCursor string `json:"next_cursor"`
+	// Epoch is the feed's epoch: send it back with NextCursor
+	// (EventsRequest.Epoch). It changes when the feed is restored from a
+	// backup; empty before the feed's first event.
+	Epoch string `json:"epoch,omitempty"`
 }
 
 // EventsRequest is one read of the feed.
@@ -47,6 +51,11 @@ type EventsRequest struct {
 	// After is a previous page's NextCursor; empty starts from the first
 	// event kept.
 	After string
+	// Epoch is the Epoch of the page After came from; empty skips the
+	// check. A cursor of an earlier epoch past the point where a restored
+	// feed left it gets ErrCursorEpoch, whose detail says where to resume,
+	// instead of events at positions handed out again.
+	Epoch string
 	// Limit is the page size; zero is the server's default (100).
 	Limit int
 	// MaxBytes bounds the answer's body, from 1 to 1 MiB; zero is the
@@ -64,6 +73,9 @@ func (c *Client) Events(ctx context.Context, r EventsRequest) (*EventPage, error
 	q := url.Values{}
 	if r.After != "" {
 		q.Set("after", r.After)
+	}
+	if r.Epoch != "" {
+		q.Set("epoch", r.Epoch)
 	}
 	if r.Limit > 0 {
 		q.Set("limit", strconv.Itoa(r.Limit))
@@ -91,11 +103,22 @@ const followWait = 20 * time.Second
 // stops). A 429 too_many_waiters is waited out, not yielded. Pages come within the server's byte bound (1 MiB, or one event),
 // well under what the client reads of an answer (32 MiB), so Follow gets
 // past large events. Keep the Position of the last event handled, as a cursor
-// (strconv.FormatInt), to resume where it left off.
+// (strconv.FormatInt), to resume where it left off; FollowEpoch also keeps
+// the feed's epoch.
 func (c *Client) Follow(ctx context.Context, after string) iter.Seq2[FeedEvent, error] {
+	return c.FollowEpoch(ctx, after, "", nil)
+}
+
+// FollowEpoch is Follow from a cursor of epoch (empty when unknown): each
+// read sends the epoch of the page before, and epochOf, when not nil, is
+// told the epoch of each page before its events are yielded, to keep beside
+// the cursor. A cursor the feed no longer honours, its epoch left behind by
+// a restore from an older backup, is yielded as ErrCursorEpoch (a *Problem
+// whose detail says where to resume) and ends the iteration.
+func (c *Client) FollowEpoch(ctx context.Context, after, epoch string, epochOf func(string)) iter.Seq2[FeedEvent, error] {
 	return func(yield func(FeedEvent, error) bool) {
 		for {
-			p, err := c.Events(ctx, EventsRequest{After: after, Wait: followWait})
+			p, err := c.Events(ctx, EventsRequest{After: after, Epoch: epoch, Wait: followWait})
 			var tooMany *Problem
 			if errors.Is(err, ErrTooManyWaiters) && errors.As(err, &tooMany) {
 				// Nothing new yet and the server is full of waiters: read
@@ -113,6 +136,12 @@ func (c *Client) Follow(ctx context.Context, after string) iter.Seq2[FeedEvent, 
 			if err != nil {
 				yield(FeedEvent{}, err)
 				return
+			}
+			if p.Epoch != "" {
+				epoch = p.Epoch
+			}
+			if epochOf != nil {
+				epochOf(epoch)
 			}
 			for _, e := range p.Items {
 				if !yield(e, nil) {

@@ -36,6 +36,24 @@
 // server-wide), so a long transaction anywhere delays the feed, but never
 // makes it skip.
 //
+// # One Postgres and Citus
+//
+// Transaction ids and the horizon must come from one counter: the node's
+// that stores the tenant's events. An event's xid is set by a trigger where
+// the row is stored, and the horizon is read by a SELECT routed to the
+// tenant (it reads only the tenant's rows); the statements that position
+// take it as a parameter, since Citus evaluates the functions of a
+// modification on the coordinator. On one Postgres this is the same thing.
+//
+// # Epochs
+//
+// A feed whose ids are not this node's (restored into another cluster, or
+// its shards moved to another worker) is rebased, and starts a new epoch at
+// its head: positions above it may name other events than before the
+// restore. [ReadPage] answers the epoch; a reader sends it back in
+// [Query.Epoch], and a cursor of an earlier epoch past the position where
+// the feed left it gets a [CursorEpochError] saying where to resume.
+//
 // # Retention
 //
 // Purging a token does not purge its events: it writes a last "purged" one.

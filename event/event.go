@@ -3,6 +3,8 @@ package event
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,7 +71,50 @@ type Query struct {
 	// outcome body and the texts), a lower bound of its JSON, so a server
 	// that encodes them may cut a page further to a budget of its own.
 	MaxBytes int
+	// Epoch is the epoch of the page After came from (Page.Epoch); empty
+	// skips the check. A feed restored from a backup older than the cursor
+	// may hand out the cursor's position, and those after it, again to
+	// other events: it then starts a new epoch, and refuses a cursor of an
+	// earlier one past the position where it left that one, with a
+	// *CursorEpochError, instead of reading on from it.
+	Epoch string
 }
+
+// Page is one read of a tenant's feed.
+type Page struct {
+	Events []Event
+	// Epoch is the feed's epoch: send it back with a cursor taken from
+	// Events (Query.Epoch). Empty before the feed's first position.
+	Epoch string
+}
+
+// MaxEpochLen bounds Query.Epoch; an epoch is made of letters, digits, _
+// and -.
+const MaxEpochLen = 64
+
+// ErrCursorEpoch wraps a read after a cursor of an earlier epoch of the feed
+// that is past the position where the feed left that epoch (after a restore
+// from an older backup): the feed has handed those positions out again.
+var ErrCursorEpoch = errors.New("event: cursor from an earlier epoch of the feed")
+
+// CursorEpochError is ErrCursorEpoch with where to resume: read after
+// Resume in Epoch (the feed's current epoch), deduplicating by event id
+// what was already applied. Resume is 0 when the cursor's epoch is unknown
+// to the feed.
+type CursorEpochError struct {
+	After       int64
+	CursorEpoch string
+	Epoch       string
+	Resume      int64
+}
+
+func (e *CursorEpochError) Error() string {
+	return fmt.Sprintf("%v: cursor %d of epoch %s; resume after %d in epoch %s",
+		ErrCursorEpoch, e.After, e.CursorEpoch, e.Resume, e.Epoch)
+}
+
+// Unwrap makes errors.Is(err, ErrCursorEpoch) hold.
+func (e *CursorEpochError) Unwrap() error { return ErrCursorEpoch }
 
 // ErrCursorAhead wraps a read after a position the feed has never handed
 // out: the cursor comes from another database (one restored from a backup
@@ -94,16 +139,25 @@ var ErrInvalidRequest = errors.New("event: invalid request")
 // the last read. A cursor past the last position handed out gets
 // ErrCursorAhead.
 func Read(ctx context.Context, pool *pgxpool.Pool, tenant string, q Query) ([]Event, error) {
+	p, err := ReadPage(ctx, pool, tenant, q)
+	return p.Events, err
+}
+
+// ReadPage is Read answering the feed's epoch with the events. A cursor of
+// an earlier epoch (q.Epoch) past where the feed left it gets a
+// *CursorEpochError.
+func ReadPage(ctx context.Context, pool *pgxpool.Pool, tenant string, q Query) (Page, error) {
 	if err := q.check(); err != nil {
-		return nil, err
+		return Page{}, err
 	}
-	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		_, err := PositionTx(ctx, tx, tenant)
+	var epoch string
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) (err error) {
+		_, epoch, err = positionTx(ctx, tx, tenant)
 		return err
 	}); err != nil {
-		return nil, err
+		return Page{}, err
 	}
-	return read(ctx, pool, tenant, q)
+	return read(ctx, pool, tenant, q, epoch)
 }
 
 // ReadTx is Read inside the caller's transaction. Positions it hands out,
@@ -112,10 +166,12 @@ func ReadTx(ctx context.Context, tx pgx.Tx, tenant string, q Query) ([]Event, er
 	if err := q.check(); err != nil {
 		return nil, err
 	}
-	if _, err := PositionTx(ctx, tx, tenant); err != nil {
+	_, epoch, err := positionTx(ctx, tx, tenant)
+	if err != nil {
 		return nil, err
 	}
-	return read(ctx, tx, tenant, q)
+	p, err := read(ctx, tx, tenant, q, epoch)
+	return p.Events, err
 }
 
 // Position gives feed positions to tenant's settled events and answers how
@@ -130,71 +186,123 @@ func Position(ctx context.Context, pool *pgxpool.Pool, tenant string) (n int64, 
 
 // PositionTx is Position inside the caller's transaction.
 func PositionTx(ctx context.Context, tx pgx.Tx, tenant string) (int64, error) {
+	n, _, err := positionTx(ctx, tx, tenant)
+	return n, err
+}
+
+// positionTx is PositionTx answering also the feed's epoch after it.
+func positionTx(ctx context.Context, tx pgx.Tx, tenant string) (n int64, epoch string, err error) {
 	if err := token.CheckText("tenant", tenant); err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		return 0, "", fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
-	var pending bool
-	if err := tx.QueryRow(ctx, pendingSQL, tenant).Scan(&pending); err != nil {
-		return 0, fmt.Errorf("event: position: %w", err)
+	hz, err := readHorizon(ctx, tx, tenant)
+	if err != nil {
+		return 0, "", fmt.Errorf("event: position: %w", err)
 	}
-	if !pending {
-		return 0, nil
+	if !hz.pending && !hz.ahead {
+		return 0, hz.epoch, nil
 	}
+	n, epoch, err = positionLocked(ctx, tx, tenant)
+	return n, epoch, err
+}
+
+// positionLocked locks tenant's feed head, then positions or rebases.
+func positionLocked(ctx context.Context, tx pgx.Tx, tenant string) (int64, string, error) {
 	var head, seq int64
 	var xid string
-	var ahead bool
-	if err := tx.QueryRow(ctx, lockHeadSQL, tenant).Scan(&head, &xid, &seq, &ahead); err != nil {
-		return 0, fmt.Errorf("event: position: lock the feed head: %w", err)
+	if err := tx.QueryRow(ctx, lockHeadSQL, tenant, newEpoch()).Scan(&head, &xid, &seq); err != nil {
+		return 0, "", fmt.Errorf("event: position: lock the feed head: %w", err)
 	}
+	// Again with the head locked: another transaction may have positioned
+	// or rebased while this one waited, and the horizon a rebase or the
+	// positioning goes by must come from a statement routed to the tenant
+	// (horizonSQL).
+	hz, err := readHorizon(ctx, tx, tenant)
+	if err != nil {
+		return 0, "", fmt.Errorf("event: position: %w", err)
+	}
+	epoch := hz.epoch
 	var n int64
-	if ahead {
-		// Restored into another cluster: see aheadSQL.
-		if err := tx.QueryRow(ctx, rebaseSQL, tenant, head).Scan(&n); err != nil {
-			return 0, fmt.Errorf("event: position: rebase the feed after a restore: %w", err)
+	switch {
+	case hz.ahead:
+		// Restored into another cluster, or moved to another node: see
+		// horizonSQL.
+		epoch = newEpoch()
+		if err := tx.QueryRow(ctx, rebaseSQL, tenant, head, hz.xmin, epoch).Scan(&n); err != nil {
+			return 0, "", fmt.Errorf("event: position: rebase the feed after a restore: %w", err)
 		}
-	} else {
-		// No row: another transaction positioned them while this one waited.
-		err := tx.QueryRow(ctx, positionSQL, tenant, head, xid, seq, positionBatch).Scan(&n)
+	case hz.pending:
+		// No row: nothing settled past the cursor after all.
+		err := tx.QueryRow(ctx, positionSQL, tenant, head, xid, seq, positionBatch, hz.xmin).Scan(&n)
 		if err != nil && !db.NoRow(err) {
-			return 0, fmt.Errorf("event: position: %w", err)
+			return 0, "", fmt.Errorf("event: position: %w", err)
 		}
 	}
 	if n > 0 {
 		// Sent at commit, on its own: a statement without a table runs
 		// where notifications are heard (on Citus, the coordinator).
 		if _, err := tx.Exec(ctx, notifySQL, tenant); err != nil {
-			return 0, fmt.Errorf("event: position: notify: %w", err)
+			return 0, "", fmt.Errorf("event: position: notify: %w", err)
 		}
 	}
-	return n, nil
+	return n, epoch, nil
+}
+
+// horizon is what horizonSQL answers of a tenant's feed.
+type horizon struct {
+	xmin, xmax     string
+	pos            int64
+	epoch          string
+	pending, ahead bool
+}
+
+func (h *horizon) scan(row pgx.Row) error {
+	return row.Scan(&h.xmin, &h.xmax, &h.pos, &h.epoch, &h.pending, &h.ahead)
+}
+
+func readHorizon(ctx context.Context, q db.DBTX, tenant string) (horizon, error) {
+	var h horizon
+	return h, h.scan(q.QueryRow(ctx, horizonSQL, tenant))
+}
+
+// newEpoch is a new random epoch id: 16 hex digits.
+func newEpoch() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // Heads gives positions to the settled events of tenants that have some,
 // and answers each tenant's head, the last position handed out (0 before
-// the first). When none has events to position it costs one statement.
+// the first). When none has events to position it costs one round trip:
+// a statement per tenant, each routed to the node that stores the tenant
+// (horizonSQL), sent together.
 func Heads(ctx context.Context, pool *pgxpool.Pool, tenants []string) (map[string]int64, error) {
 	for _, t := range tenants {
 		if err := token.CheckText("tenant", t); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 		}
 	}
-	rows, err := pool.Query(ctx, headsSQL, tenants)
-	if err != nil {
-		return nil, fmt.Errorf("event: heads: %w", err)
-	}
 	heads := make(map[string]int64, len(tenants))
 	var pending []string
-	var t string
-	var head int64
-	var more bool
-	if _, err := pgx.ForEachRow(rows, []any{&t, &head, &more}, func() error {
-		heads[t] = head
-		if more {
-			pending = append(pending, t)
+	if len(tenants) > 0 {
+		b := &pgx.Batch{}
+		for _, t := range tenants {
+			b.Queue(horizonSQL, t).QueryRow(func(row pgx.Row) error {
+				var h horizon
+				if err := h.scan(row); err != nil {
+					return err
+				}
+				heads[t] = h.pos
+				if h.pending || h.ahead {
+					pending = append(pending, t)
+				}
+				return nil
+			})
 		}
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("event: heads: %w", err)
+		if err := pool.SendBatch(ctx, b).Close(); err != nil {
+			return nil, fmt.Errorf("event: heads: %w", err)
+		}
 	}
 	for _, t := range pending {
 		n, err := Position(ctx, pool, t)
@@ -214,11 +322,79 @@ func (q Query) check() error {
 		return fmt.Errorf("%w: limit %d: want 1 to %d", ErrInvalidRequest, q.Limit, MaxLimit)
 	case q.MaxBytes < 0 || q.MaxBytes > MaxBytes:
 		return fmt.Errorf("%w: max bytes %d: want 1 to %d", ErrInvalidRequest, q.MaxBytes, MaxBytes)
+	case !validEpoch(q.Epoch):
+		return fmt.Errorf("%w: epoch %q: want up to %d letters, digits, _ or -", ErrInvalidRequest, q.Epoch, MaxEpochLen)
 	}
 	return nil
 }
 
-func read(ctx context.Context, q db.DBTX, tenant string, r Query) ([]Event, error) {
+// validEpoch tells whether s can be an epoch (or is empty).
+func validEpoch(s string) bool {
+	if len(s) > MaxEpochLen {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// feedHead is what headSQL answers.
+type feedHead struct {
+	pos, base   int64
+	epoch       string
+	priorEpochs []string
+	priorBases  []int64
+}
+
+func readHead(ctx context.Context, q db.DBTX, tenant string) (feedHead, error) {
+	var h feedHead
+	err := q.QueryRow(ctx, headSQL, tenant).Scan(&h.pos, &h.epoch, &h.base, &h.priorEpochs, &h.priorBases)
+	return h, err
+}
+
+// left answers the position where the feed left epoch e: positions up to it
+// are the same in e and in the feed's current epoch. ok is false when the
+// feed never had epoch e.
+func (h feedHead) left(e string) (pos int64, ok bool) {
+	for i := len(h.priorEpochs) - 1; i >= 0; i-- {
+		if h.priorEpochs[i] != e || i >= len(h.priorBases) {
+			continue
+		}
+		// Left at the start of the epoch that followed it; the lowest
+		// start of those since, if the feed was rebased again.
+		pos = h.base
+		for j := i + 1; j < len(h.priorBases); j++ {
+			pos = min(pos, h.priorBases[j])
+		}
+		return pos, true
+	}
+	return 0, false
+}
+
+// read reads a page after checking r's cursor against the feed's epochs;
+// epoch is the feed's epoch as positioning left it. The epoch's history is
+// read only for a cursor of another epoch.
+func read(ctx context.Context, q db.DBTX, tenant string, r Query, epoch string) (Page, error) {
+	if r.Epoch != "" && r.Epoch != epoch && r.After > 0 {
+		head, err := readHead(ctx, q, tenant)
+		if err != nil {
+			return Page{}, fmt.Errorf("event: read: %w", err)
+		}
+		if epoch = head.epoch; r.Epoch != epoch {
+			left, _ := head.left(r.Epoch)
+			if r.After > left {
+				return Page{}, &CursorEpochError{After: r.After, CursorEpoch: r.Epoch, Epoch: epoch, Resume: left}
+			}
+		}
+	}
+	events, err := readEvents(ctx, q, tenant, r)
+	return Page{Events: events, Epoch: epoch}, err
+}
+
+func readEvents(ctx context.Context, q db.DBTX, tenant string, r Query) ([]Event, error) {
 	limit := cmp.Or(r.Limit, DefaultLimit)
 	maxBytes := cmp.Or(r.MaxBytes, MaxBytes)
 	rows, err := q.Query(ctx, readSQL, tenant, r.After, limit, maxBytes)
@@ -242,12 +418,12 @@ func read(ctx context.Context, q db.DBTX, tenant string, r Query) ([]Event, erro
 		return nil, fmt.Errorf("event: read: %w", err)
 	}
 	if len(events) == 0 && r.After > 0 {
-		var head int64
-		if err := q.QueryRow(ctx, headSQL, tenant).Scan(&head); err != nil {
+		head, err := readHead(ctx, q, tenant)
+		if err != nil {
 			return nil, fmt.Errorf("event: read: %w", err)
 		}
-		if r.After > head {
-			return nil, &CursorAheadError{After: r.After, Head: head}
+		if r.After > head.pos {
+			return nil, &CursorAheadError{After: r.After, Head: head.pos}
 		}
 	}
 	return events, nil
@@ -303,3 +479,7 @@ func Stalls(ctx context.Context, pool *pgxpool.Pool) (Stall, error) {
 }
 
 func seconds(s float64) time.Duration { return time.Duration(max(s, 0) * float64(time.Second)) }
+
+// Check answers the error Read gives q before reading: ErrInvalidRequest
+// for a value out of range.
+func (q Query) Check() error { return q.check() }

@@ -2,7 +2,7 @@ package event
 
 // Statements for plan tests.
 var (
-	PendingSQL  = pendingSQL
+	HorizonSQL  = horizonSQL
 	PositionSQL = positionSQL
 	ReadSQL     = readSQL
 )

@@ -157,6 +157,7 @@ func TestFeedSkipsNoLateCommit(t *testing.T) {
 	if err != nil || len(more) != 0 {
 		t.Fatalf("read past the end = %d events, %v; want none", len(more), err)
 	}
+	checkNoRebase(ctx, t, pool)
 }
 
 // TestFeedWaitsForOpenTransactions: while a transaction that wrote an event

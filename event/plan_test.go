@@ -19,6 +19,9 @@ func TestFeedStatementsWalkOnlyWhatTheyNeed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
+	if onCitus(ctx, t, pool) {
+		t.Skip("on Citus a statement's plan is a custom scan whose rows the worker reads; the plans checked here are one Postgres's")
+	}
 	const n = 20000
 	tokentest.Trail(t, pool, "t", n)
 	var xid string
@@ -30,8 +33,8 @@ func TestFeedStatementsWalkOnlyWhatTheyNeed(t *testing.T) {
 		name, sql, args string
 		rows            int // answered
 	}{
-		{"pending", event.PendingSQL, "'t'", 1},
-		{"position", event.PositionSQL, "'t', 20000, '" + xid + "', " + itoa(seq) + ", 1000", 0},
+		{"horizon", event.HorizonSQL, "'t'", 1},
+		{"position", event.PositionSQL, "'t', 20000, '" + xid + "', " + itoa(seq) + ", 1000, pg_snapshot_xmin(pg_current_snapshot())::text", 0},
 		{"read", event.ReadSQL, "'t', 19900, 100, " + itoa(event.MaxBytes), 100},
 	}
 	for _, mode := range pgtest.PlanModes {

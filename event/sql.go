@@ -7,49 +7,72 @@ import "strconv"
 // writing transactions, and only settled ones, older than the oldest still
 // running, are taken, so no event can later appear behind the cursor.
 
-// pendingSQL tells whether the tenant has settled events past its head's
-// cursor, so that a read with nothing new takes no lock and writes nothing.
-// It looks at the first event past the cursor only: in (xid, seq) order, if
-// that one's transaction has not settled, no later one has. It also tells
-// when the feed must be rebased (aheadSQL).
-const pendingSQL = `
-SELECT EXISTS (
-    SELECT 1 FROM (
-        SELECT e.xid FROM token_events e
-        WHERE e.tenant_id = $1
-          AND (e.xid, e.seq) > (SELECT coalesce(max(h.xid), '0'), coalesce(max(h.seq), 0)
-                                FROM event_feed_heads h WHERE h.tenant_id = $1)
-        ORDER BY e.xid, e.seq
-        LIMIT 1
-    ) first
-    WHERE first.xid < pg_snapshot_xmin(pg_current_snapshot())
-) OR ` + aheadSQL
+// Every statement here that reads the transaction id horizon
+// (pg_current_snapshot) is a SELECT routed to one tenant: it reads a tenant
+// table filtered by tenant_id = $1 and nothing else, so on Citus it runs
+// whole on the worker that stores the tenant's shards, whose transaction
+// ids are the ones its events carry (a trigger sets token_events.xid where
+// the row is stored, migrations/012_event_xid_where_stored.sql). The
+// statements that modify pass the horizon in as parameters: Citus evaluates
+// the functions of an INSERT, UPDATE or DELETE on the coordinator, whose ids
+// number other transactions. A horizon read by an earlier statement of the
+// same transaction is conservative: every transaction below it had ended
+// before that statement, so its events are visible to later ones.
 
-// aheadSQL is true when the tenant's feed holds a transaction id this
-// server has not handed out yet: its head's cursor, or an event's. On a
-// live server that cannot be; it is a database restored into another
-// cluster (pg_dump, a logical copy), whose counter starts below the ids the
-// feed was positioned by. Then the new events would sort below the cursor
-// and never be positioned, and events positioned before the restore would
-// sort above it and be positioned again: the feed is rebased (rebaseSQL).
-// An upgrade in place (pg_upgrade) keeps the counter and is not a restore.
-const aheadSQL = `coalesce(greatest(
-    (SELECT max(h.xid) FROM event_feed_heads h WHERE h.tenant_id = $1),
-    (SELECT max(e.xid) FROM token_events e WHERE e.tenant_id = $1)
-) >= pg_snapshot_xmax(pg_current_snapshot()), false)`
+// horizonSQL answers tenant $1's horizon (the xmin and xmax of a snapshot
+// taken on the node that stores the tenant's events), its head (position,
+// cursor and epoch), whether it has settled events past the head's cursor,
+// and whether the feed must be rebased (ahead). A read with nothing new takes
+// no lock and writes nothing. It looks at the first event past the cursor
+// only: in (xid, seq) order, if that one's transaction has not settled, no
+// later one has.
+//
+// Ahead is true when the feed holds a transaction id this node cannot have
+// handed out yet: its head's cursor at or above the oldest transaction
+// running (on a live node every later horizon is above the cursor, which
+// was below one), or an event at or above the next id. That is a database
+// restored into another cluster (pg_dump, a logical copy), or on Citus a
+// tenant's shards moved to another worker, whose counter differs from the
+// ids the feed was positioned by: new events could sort below the cursor
+// and never be positioned, and events positioned before would sort above it
+// and be positioned again. The feed is then rebased (rebaseSQL). An upgrade
+// in place (pg_upgrade) keeps the counter and is not a restore.
+const horizonSQL = `
+SELECT hz.xmin::text, hz.xmax::text, hz.pos, hz.epoch,
+       EXISTS (
+           SELECT 1 FROM (
+               SELECT e.xid FROM token_events e
+               WHERE e.tenant_id = $1 AND (e.xid, e.seq) > (hz.xid, hz.seq)
+               ORDER BY e.xid, e.seq
+               LIMIT 1
+           ) first
+           WHERE first.xid < hz.xmin),
+       coalesce(hz.xid >= hz.xmin
+                OR (SELECT max(e.xid) FROM token_events e WHERE e.tenant_id = $1) >= hz.xmax, false)
+FROM (
+    SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin, pg_snapshot_xmax(pg_current_snapshot()) AS xmax,
+           coalesce(max(h.pos), 0) AS pos, coalesce(max(h.xid), '0') AS xid, coalesce(max(h.seq), 0) AS seq,
+           coalesce(max(h.epoch), '') AS epoch
+    FROM event_feed_heads h
+    WHERE h.tenant_id = $1
+) hz`
 
-// rebaseSQL rebases a tenant's feed onto this cluster's transaction ids, with
-// the head locked at position $2: it positions every event visible and still
-// without a position, in seq order (an identity that pg_dump carries over,
-// so writes before and after the restore keep their order), marks with xid
-// 0 every positioned event whose xid is not below this server's horizon,
-// and moves the head's cursor to just below the horizon. Every event then
-// past the cursor is one without a position, written on this cluster. It
-// walks the tenant's whole trail, once after a restore.
+// rebaseSQL rebases a tenant's feed onto this node's transaction ids, with
+// the head locked at position $2 and horizon (xmin) $3: it positions every
+// event visible and still without a position, in seq order (an identity
+// that pg_dump and a shard move carry over, so writes before and after keep
+// their order), marks with xid 0 every positioned event whose xid is not
+// below the horizon, and moves the head's cursor to just below the horizon.
+// Every event then past the cursor is one without a position, written on
+// this node. It walks the tenant's whole trail, once after a restore.
+//
+// The feed starts a new epoch $4 at the head's position: positions up to it
+// are the ones the feed had before, and those after it may have been handed
+// out to other events before the restore. The epoch it ends is kept, with
+// the position it started at, so that a cursor of any earlier epoch is
+// judged (see Epoch).
 const rebaseSQL = `
-WITH horizon AS (
-    SELECT (pg_snapshot_xmin(pg_current_snapshot())::text::numeric - 1)::text::xid8 AS xid
-), lost AS (
+WITH lost AS (
     SELECT e.token_id, e.seq, e.at, row_number() OVER (ORDER BY e.seq) AS n
     FROM token_events e
     WHERE e.tenant_id = $1
@@ -60,56 +83,41 @@ WITH horizon AS (
     SELECT $1, $2::bigint + n, token_id, seq, at FROM lost
 ), marked AS (
     UPDATE token_events e SET xid = '0'
-    FROM horizon
-    WHERE e.tenant_id = $1 AND e.xid > horizon.xid
+    WHERE e.tenant_id = $1 AND e.xid >= $3::text::xid8
       AND (EXISTS (SELECT 1 FROM event_positions p
                    WHERE p.tenant_id = $1 AND p.token_id = e.token_id AND p.seq = e.seq)
            OR EXISTS (SELECT 1 FROM lost l WHERE l.token_id = e.token_id AND l.seq = e.seq))
 )
 UPDATE event_feed_heads h
-SET pos = $2::bigint + (SELECT count(*) FROM lost), xid = horizon.xid, seq = 9223372036854775807
-FROM horizon
+SET pos = $2::bigint + (SELECT count(*) FROM lost),
+    xid = ($3::text::numeric - 1)::text::xid8, seq = 9223372036854775807,
+    prior_epochs = coalesce(h.prior_epochs, '{}') || coalesce(h.epoch, ''),
+    prior_bases = coalesce(h.prior_bases, '{}') || coalesce(h.epoch_base, 0),
+    epoch = $4, epoch_base = $2::bigint
 WHERE h.tenant_id = $1
 RETURNING h.pos - $2::bigint`
 
-// headsSQL answers, for each tenant of $1, its head position and whether
-// it has settled events to position or must be rebased, by pendingSQL's
-// test.
-const headsSQL = `
-SELECT t.id, coalesce(h.pos, 0), EXISTS (
-    SELECT 1 FROM (
-        SELECT e.xid FROM token_events e
-        WHERE e.tenant_id = t.id
-          AND (e.xid, e.seq) > (coalesce(h.xid, '0'), coalesce(h.seq, 0))
-        ORDER BY e.xid, e.seq
-        LIMIT 1
-    ) first
-    WHERE first.xid < pg_snapshot_xmin(pg_current_snapshot())
-) OR coalesce(greatest(h.xid, (SELECT max(e.xid) FROM token_events e WHERE e.tenant_id = t.id))
-              >= pg_snapshot_xmax(pg_current_snapshot()), false)
-FROM unnest($1::text[]) AS t(id)
-LEFT JOIN event_feed_heads h ON h.tenant_id = t.id`
-
-// notifySQL tells listeners that tenant $1's feed moved.
+// notifySQL tells listeners that tenant $1's feed moved. It reads no table,
+// so on Citus it runs on the coordinator, where tokend's instances listen.
 const notifySQL = `SELECT pg_notify('` + NotifyChannel + `', $1)`
 
-// lockHeadSQL locks the tenant's feed head, creating it on first use, and
-// answers the last position handed out, the cursor after which events
-// still wait for one, and whether the feed must be rebased (aheadSQL).
+// lockHeadSQL locks the tenant's feed head, creating it on first use in
+// epoch $2, and answers the last position handed out and the cursor after
+// which events still wait for one.
 const lockHeadSQL = `
-INSERT INTO event_feed_heads AS h (tenant_id, pos) VALUES ($1, 0)
+INSERT INTO event_feed_heads AS h (tenant_id, pos, epoch, epoch_base) VALUES ($1, 0, $2, 0)
 ON CONFLICT (tenant_id) DO UPDATE SET pos = h.pos
-RETURNING pos, xid::text, seq, ` + aheadSQL
+RETURNING pos, xid::text, seq`
 
-// positionSQL numbers up to $5 settled events after the head's cursor
-// ($3, $4) from position $2 + 1, and moves the head past them. It runs with
-// the head locked.
+// positionSQL numbers up to $5 events after the head's cursor ($3, $4) whose
+// transactions ended before horizon $6, from position $2 + 1, and moves the
+// head past them. It runs with the head locked.
 const positionSQL = `
 WITH settled AS (
     SELECT token_id, xid, seq, at, row_number() OVER (ORDER BY xid, seq) AS n
     FROM (SELECT token_id, xid, seq, at FROM token_events
           WHERE tenant_id = $1 AND (xid, seq) > ($3::text::xid8, $4::bigint)
-            AND xid < pg_snapshot_xmin(pg_current_snapshot())
+            AND xid < $6::text::xid8
           ORDER BY xid, seq
           LIMIT $5) s
 ), numbered AS (
@@ -161,9 +169,13 @@ FROM (
 WHERE n = 1 OR upto <= $4
 ORDER BY pos`
 
-// headSQL is the last position handed out in the tenant's feed, 0 before
-// the first.
-const headSQL = `SELECT coalesce(max(pos), 0) FROM event_feed_heads WHERE tenant_id = $1`
+// headSQL is the tenant's feed head: the last position handed out (0 before
+// the first), the epoch and the position it started at, and the epochs
+// before it with theirs, oldest first.
+const headSQL = `
+SELECT coalesce(max(pos), 0), coalesce(max(epoch), ''), coalesce(max(epoch_base), 0),
+       coalesce(max(prior_epochs), '{}'), coalesce(max(prior_bases), '{}')
+FROM event_feed_heads WHERE tenant_id = $1`
 
 // stallSQL answers how long the oldest transaction that holds every feed
 // back has been open (seconds, 0 when none): the oldest running one with a

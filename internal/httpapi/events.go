@@ -37,7 +37,7 @@ type feedQuery struct {
 	wait time.Duration
 }
 
-var feedParams = []string{"after", "limit", "max_bytes", "wait"}
+var feedParams = []string{"after", "epoch", "limit", "max_bytes", "wait"}
 
 func parseFeedQuery(q url.Values) (feedQuery, error) {
 	for _, name := range slices.Sorted(maps.Keys(q)) {
@@ -54,6 +54,12 @@ func parseFeedQuery(q url.Values) (feedQuery, error) {
 		if f.After, err = strconv.ParseInt(s, 10, 64); err != nil || f.After < 0 {
 			return feedQuery{}, invalidRequest(fmt.Sprintf("after %q: want a cursor from a previous page's next_cursor", s))
 		}
+	}
+	if s := q.Get("epoch"); s != "" {
+		if len(s) > event.MaxEpochLen || (event.Query{Epoch: s}).Check() != nil {
+			return feedQuery{}, invalidRequest(fmt.Sprintf("epoch %.80q: want a previous page's epoch", s))
+		}
+		f.Epoch = s
 	}
 	if s := q.Get("limit"); s != "" {
 		if f.Limit, err = strconv.Atoi(s); err != nil || f.Limit < 1 || f.Limit > event.MaxLimit {
@@ -97,17 +103,17 @@ func (s *Server) listEvents(c *gin.Context) {
 	}
 	timer := time.NewTimer(f.wait)
 	defer timer.Stop()
-	var events []event.Event
+	var page event.Page
 	for {
 		var changed <-chan struct{}
 		if w != nil {
 			changed = w.Changed()
 		}
-		if events, err = event.Read(ctx, s.pool, tenant, f.Query); err != nil {
+		if page, err = event.ReadPage(ctx, s.pool, tenant, f.Query); err != nil {
 			abortFeed(c, err)
 			return
 		}
-		if len(events) > 0 || f.wait == 0 {
+		if len(page.Events) > 0 || f.wait == 0 {
 			break
 		}
 		if w == nil {
@@ -125,7 +131,7 @@ func (s *Server) listEvents(c *gin.Context) {
 		}
 		break
 	}
-	body, err := encodePage(events, f.After, f.MaxBytes)
+	body, err := encodePage(page.Events, f.After, f.MaxBytes, page.Epoch)
 	if err != nil {
 		Abort(c, err)
 		return
@@ -137,6 +143,14 @@ func (s *Server) listEvents(c *gin.Context) {
 // 409 naming the last position it handed out.
 func abortFeed(c *gin.Context, err error) {
 	var ahead *event.CursorAheadError
+	var epoch *event.CursorEpochError
+	if errors.As(err, &epoch) {
+		Abort(c, &Problem{Status: http.StatusConflict, Code: "cursor_epoch",
+			Detail: fmt.Sprintf("cursor %d of epoch %s is past position %d, where this feed left that epoch (it was restored from an older backup): "+
+				"positions after %d were handed out again to other events; read again with after=%d&epoch=%s and deduplicate by event id",
+				epoch.After, epoch.CursorEpoch, epoch.Resume, epoch.Resume, epoch.Resume, epoch.Epoch)})
+		return
+	}
 	if errors.As(err, &ahead) {
 		Abort(c, &Problem{Status: http.StatusConflict, Code: "cursor_ahead",
 			Detail: fmt.Sprintf("cursor %d is past the last position this feed handed out (%d): it comes from another database, "+
@@ -150,8 +164,8 @@ func abortFeed(c *gin.Context, err error) {
 // encodePage writes events as an EventPage, taking them in order while the
 // body stays within maxBytes, and the first one always. NextCursor is where
 // the next read starts, also when the page is empty, so a follower keeps it
-// as is.
-func encodePage(events []event.Event, after int64, maxBytes int) ([]byte, error) {
+// as is; Epoch (a validated id, letters and digits) goes back with it.
+func encodePage(events []event.Event, after int64, maxBytes int, epoch string) ([]byte, error) {
 	const open, sep = `{"items":[`, ","
 	cursor := strconv.FormatInt(after, 10)
 	body := []byte(open)
@@ -171,7 +185,7 @@ func encodePage(events []event.Event, after int64, maxBytes int) ([]byte, error)
 			return nil, err
 		}
 		next := strconv.FormatInt(e.Position, 10)
-		size := len(body) + len(item) + len(closing(next))
+		size := len(body) + len(item) + len(closing(next, epoch))
 		if i > 0 {
 			size += len(sep)
 			if size > maxBytes {
@@ -182,8 +196,10 @@ func encodePage(events []event.Event, after int64, maxBytes int) ([]byte, error)
 		body = append(body, item...)
 		cursor = next
 	}
-	return append(body, closing(cursor)...), nil
+	return append(body, closing(cursor, epoch)...), nil
 }
 
-// closing ends a page whose next cursor is cursor.
-func closing(cursor string) string { return `],"next_cursor":"` + cursor + `"}` }
+// closing ends a page whose next cursor is cursor, in epoch.
+func closing(cursor, epoch string) string {
+	return `],"next_cursor":"` + cursor + `","epoch":"` + epoch + `"}`
+}

@@ -28,6 +28,7 @@ type feedPage struct {
 		Outcome       json.RawMessage `json:"outcome"`
 	} `json:"items"`
 	NextCursor string `json:"next_cursor"`
+	Epoch      string `json:"epoch"`
 }
 
 // readFeed follows key's feed from the start until it holds want events.
