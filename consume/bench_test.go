@@ -32,6 +32,12 @@ type spendBench struct {
 
 func newSpendBench(b *testing.B) *spendBench {
 	b.Helper()
+	return newSpendBenchOn(b, pgtest.NewPool(b))
+}
+
+// newSpendBenchOn is newSpendBench on a pool of the caller's.
+func newSpendBenchOn(b *testing.B, pool *pgxpool.Pool) *spendBench {
+	b.Helper()
 	keys, err := token.NewKeyring("bench-server-key-0123456789abcdef0123456789")
 	if err != nil {
 		b.Fatal(err)
@@ -41,7 +47,7 @@ func newSpendBench(b *testing.B) *spendBench {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &spendBench{pool: pgtest.NewPool(b), issuer: intent.NewIssuer(keys, intent.WithHandlers(h)), spender: s}
+	return &spendBench{pool: pool, issuer: intent.NewIssuer(keys, intent.WithHandlers(h)), spender: s}
 }
 
 // issue issues n ledger.credit tokens with 8 goroutines (untimed setup; the

@@ -18,7 +18,11 @@ import (
 // grantLease hands execution rights of a lease-mode token to this spender: a
 // new generation, a lease end by the database clock, and the downstream
 // operation id, which a takeover keeps so the downstream can deduplicate.
-func (s *Spender) grantLease(ctx context.Context, tx pgx.Tx, req Request, t *locked, a token.Action) (Response, error) {
+//
+// With last not nil, the grant is queued there, to go with COMMIT in one
+// round trip: the Response then has its Lease but no Body yet, and
+// leaseGranted completes it once the batch has been read.
+func (s *Spender) grantLease(ctx context.Context, tx pgx.Tx, req Request, t *locked, a token.Action, last *pgx.Batch) (Response, error) {
 	to, err := token.Next(t.state, a)
 	if err != nil {
 		return Response{}, err
@@ -28,21 +32,38 @@ func (s *Spender) grantLease(ctx context.Context, tx pgx.Tx, req Request, t *loc
 		opID = token.NewOperationID()
 	}
 	l := &Lease{}
-	err = tx.QueryRow(ctx, store.LeaseSQL, req.Tenant, t.id, t.policy.LeaseSeconds, opID, req.Actor, a, t.state).
-		Scan(&l.Generation, &l.ExpiresAt, &l.OperationID)
-	if err != nil {
-		return Response{}, fmt.Errorf("consume: grant lease: %w", err)
+	args := []any{req.Tenant, t.id, t.policy.LeaseSeconds, opID, req.Actor, a, t.state}
+	scan := func(row pgx.Row) error {
+		if err := row.Scan(&l.Generation, &l.ExpiresAt, &l.OperationID); err != nil {
+			return fmt.Errorf("consume: grant lease: %w", err)
+		}
+		l.ExpiresAt = l.ExpiresAt.UTC()
+		return nil
 	}
-	l.ExpiresAt = l.ExpiresAt.UTC()
+	resp := Response{TokenID: t.id, State: to, Status: http.StatusAccepted, Lease: l}
+	if last != nil {
+		last.Queue(store.LeaseSQL, args...).QueryRow(scan)
+		return resp, nil
+	}
+	if err := scan(tx.QueryRow(ctx, store.LeaseSQL, args...)); err != nil {
+		return Response{}, err
+	}
+	return leaseGranted(resp)
+}
+
+// leaseGranted completes the Response of a grant whose Lease has been read:
+// its generation and stored body.
+func leaseGranted(resp Response) (Response, error) {
 	body, err := encodeStored(struct {
 		TokenID string      `json:"token_id"`
 		State   token.State `json:"state"`
 		*Lease
-	}{t.id, to, l})
+	}{resp.TokenID, resp.State, resp.Lease})
 	if err != nil {
 		return Response{}, err
 	}
-	return Response{TokenID: t.id, State: to, Status: http.StatusAccepted, Body: body, Generation: l.Generation, Lease: l}, nil
+	resp.Body, resp.Generation = body, resp.Lease.Generation
+	return resp, nil
 }
 
 // Report is a lease holder's account of what happened downstream.
@@ -83,6 +104,12 @@ type Recorded struct {
 // ErrReportConflict. A token never leased, or a generation never granted,
 // gets token.ErrInvalidState.
 func FinishTx(ctx context.Context, tx pgx.Tx, a token.Action, r Report) (Recorded, error) {
+	return finish(ctx, tx, a, r)
+}
+
+// finish is FinishTx on q, a transaction or, for Finish, the pool: the
+// report is one statement, its own transaction in autocommit.
+func finish(ctx context.Context, q db.DBTX, a token.Action, r Report) (Recorded, error) {
 	to, err := token.Next(token.Pending, a)
 	if err != nil {
 		return Recorded{}, err
@@ -114,20 +141,20 @@ func FinishTx(ctx context.Context, tx pgx.Tx, a token.Action, r Report) (Recorde
 	} else {
 		sql, args = store.FinishLeaseSQL, []any{r.Tenant, r.TokenID, r.Generation, to, status, body, r.Actor, a}
 	}
-	tag, err := tx.Exec(ctx, sql, args...)
+	tag, err := q.Exec(ctx, sql, args...)
 	if err != nil {
 		return Recorded{}, fmt.Errorf("consume: %s: %w", a, err)
 	}
 	if tag.RowsAffected() == 1 {
 		return rec, nil
 	}
-	return explainFinish(ctx, tx, a, r, rec, body)
+	return explainFinish(ctx, q, a, r, rec, body)
 }
 
 // explainFinish tells why a report changed nothing: the same report was
 // already recorded (a replay), or an error. rec and body are what the report
 // would have recorded and stored.
-func explainFinish(ctx context.Context, tx pgx.Tx, a token.Action, r Report, rec Recorded, body []byte) (Recorded, error) {
+func explainFinish(ctx context.Context, q db.DBTX, a token.Action, r Report, rec Recorded, body []byte) (Recorded, error) {
 	var (
 		state        token.State
 		generation   int64
@@ -136,7 +163,7 @@ func explainFinish(ctx context.Context, tx pgx.Tx, a token.Action, r Report, rec
 		leased       bool
 		reportedKind *token.Action
 	)
-	err := tx.QueryRow(ctx, store.ReportStateSQL, r.Tenant, r.TokenID, r.Generation).
+	err := q.QueryRow(ctx, store.ReportStateSQL, r.Tenant, r.TokenID, r.Generation).
 		Scan(&state, &generation, &status, &storedBody, &leased, &reportedKind)
 	if err := db.RowError(err, token.ErrNotFound, "consume: "+string(a)); err != nil {
 		return Recorded{}, err
@@ -177,13 +204,9 @@ func sameJSON(a, b []byte) bool {
 	return err == nil && bytes.Equal(ca, cb)
 }
 
-// Finish is FinishTx in a transaction of its own.
+// Finish is FinishTx in a transaction of its own: the report's one
+// statement, sent and committed in one round trip (no BEGIN or COMMIT of
+// its own). A report that changed nothing costs one more, to tell why.
 func Finish(ctx context.Context, pool *pgxpool.Pool, a token.Action, r Report) (Recorded, error) {
-	var rec Recorded
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		var err error
-		rec, err = FinishTx(ctx, tx, a, r)
-		return err
-	})
-	return rec, err
+	return finish(ctx, pool, a, r)
 }

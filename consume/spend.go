@@ -191,7 +191,7 @@ func (s *Spender) spendLocked(ctx context.Context, tx pgx.Tx, req Request, t *lo
 			return Response{}, &InProgressError{RetryAfterSeconds: max(1, deref(t.leaseLeftSeconds))}
 		}
 		if t.policy.OnLeaseExpiry == operation.OnExpiryTakeover {
-			return s.grantLease(ctx, tx, req, t, token.Takeover)
+			return s.grantLease(ctx, tx, req, t, token.Takeover, last)
 		}
 		if _, err := tx.Exec(ctx, store.LapseSQL, req.Tenant, t.id, req.Actor); err != nil {
 			return Response{}, fmt.Errorf("consume: lease lapse: %w", err)
@@ -202,7 +202,7 @@ func (s *Spender) spendLocked(ctx context.Context, tx pgx.Tx, req Request, t *lo
 			return Response{}, token.ErrExpired
 		}
 		if t.policy.Mode == operation.Lease {
-			return s.grantLease(ctx, tx, req, t, token.Lease)
+			return s.grantLease(ctx, tx, req, t, token.Lease, last)
 		}
 		return s.execute(ctx, tx, req, t, last)
 	}
@@ -214,7 +214,8 @@ func (s *Spender) spendLocked(ctx context.Context, tx pgx.Tx, req Request, t *lo
 // token.ErrOutcomeUnknown.
 //
 // It costs three round trips for an atomic spend whose handler sends one:
-// BEGIN goes with the lock, and the outcome's write with COMMIT.
+// BEGIN goes with the lock, and the outcome's write with COMMIT. A lease
+// grant costs two: BEGIN with the lock, the grant with COMMIT.
 func (s *Spender) Spend(ctx context.Context, pool *pgxpool.Pool, req Request) (Response, error) {
 	p, br, err := store.BeginPipelined(ctx, pool, func(b *pgx.Batch) { s.queueLock(b, req) })
 	if err != nil {
@@ -241,6 +242,10 @@ func (s *Spender) Spend(ctx context.Context, pool *pgxpool.Pool, req Request) (R
 	// The lapse to unknown is recorded even though the spend is refused.
 	if cerr := p.Commit(ctx, last); cerr != nil {
 		return Response{}, fmt.Errorf("consume: commit: %w", cerr)
+	}
+	if resp.Lease != nil {
+		// The grant went with COMMIT; its row has been read now.
+		return leaseGranted(resp)
 	}
 	return resp, err
 }

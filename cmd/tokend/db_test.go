@@ -193,3 +193,17 @@ func TestRefusesTransactionPooling(t *testing.T) {
 		t.Errorf("/readyz with the right settings: %d", res.StatusCode)
 	}
 }
+
+// TestDefaultMaxConns: without pool_max_conns the pool is 4 per CPU, but
+// never below minPoolConns, the transactions in flight that commit latency
+// needs (a tokend pinned to one CPU got 4, and the pool bounded its rate).
+func TestDefaultMaxConns(t *testing.T) {
+	for _, c := range []struct {
+		procs int
+		want  int32
+	}{{1, minPoolConns}, {2, 8}, {3, 12}, {8, 32}} {
+		if got := defaultMaxConns(c.procs); got != c.want {
+			t.Errorf("defaultMaxConns(%d) = %d, want %d", c.procs, got, c.want)
+		}
+	}
+}

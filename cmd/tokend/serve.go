@@ -156,9 +156,24 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	return nil
 }
 
-// newPool opens a pool sized for the machine: spends hold a connection for a
-// whole transaction, so a few per CPU keep the CPUs busy without queueing
-// in Postgres. pool_max_conns and pool_min_conns in the URL take precedence.
+// minPoolConns is the floor of the default pool: enough transactions in
+// flight to fill a group commit while the one before it waits for its WAL
+// flush, however few CPUs tokend has. A spend holds its connection through
+// its commit, so with few CPUs (tokend pinned to one: 4 connections) the
+// pool, not Postgres, bounded the rate. Measured on the pinned split of
+// issue 33 (Postgres on one core, the spends on the other, C = 32,
+// scripts/bench-cpu pool): 8 connections gave the best rate, 1.7x that of
+// 4, at the same Postgres CPU per spend; 16 and 32 gave less and cost
+// Postgres 1.5x and 1.7x the CPU per spend (bench/results/issue33.md).
+const minPoolConns = 8
+
+// defaultMaxConns is the pool's size unless the URL sets pool_max_conns: a
+// few connections per CPU, so the CPUs stay busy without queueing in
+// Postgres, and never fewer than minPoolConns, which commit latency needs.
+func defaultMaxConns(procs int) int32 { return int32(max(4*procs, minPoolConns)) }
+
+// newPool opens a pool sized for the machine (defaultMaxConns).
+// pool_max_conns and pool_min_conns in the URL take precedence.
 func newPool(ctx context.Context, db dbConfig, url string) (*pgxpool.Pool, error) {
 	pc, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -166,7 +181,7 @@ func newPool(ctx context.Context, db dbConfig, url string) (*pgxpool.Pool, error
 	}
 	db.applyPoolConfig(pc)
 	if !strings.Contains(url, "pool_max_conns") {
-		pc.MaxConns = int32(4 * runtime.GOMAXPROCS(0))
+		pc.MaxConns = defaultMaxConns(runtime.GOMAXPROCS(0))
 	}
 	if !strings.Contains(url, "pool_min_conns") {
 		pc.MinConns = 2

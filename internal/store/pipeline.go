@@ -51,9 +51,13 @@ func BeginPipelined(ctx context.Context, pool *pgxpool.Pool, first func(*pgx.Bat
 func (p *Pipelined) Tx() pgx.Tx { return p.tx }
 
 // Commit sends last's statements, when it is not nil, and COMMIT in one
-// round trip, and releases the connection. It returns the first error of the
-// statements, or pgx.ErrTxCommitRollback when the transaction had already
-// failed, in which case nothing was committed.
+// round trip, and releases the connection. A statement queued with a result
+// reader (QueuedQuery.QueryRow, Query or Exec) has it called in order, before
+// COMMIT's result is read; an error of its own (a scan's, not the
+// statement's) is returned, though COMMIT was sent with it and may have
+// committed. It returns the first error of the statements, or
+// pgx.ErrTxCommitRollback when the transaction had already failed, in which
+// case nothing was committed.
 func (p *Pipelined) Commit(ctx context.Context, last *pgx.Batch) error {
 	if p.done {
 		return pgx.ErrTxClosed
@@ -62,12 +66,19 @@ func (p *Pipelined) Commit(ctx context.Context, last *pgx.Batch) error {
 	if b == nil {
 		b = &pgx.Batch{}
 	}
-	n := b.Len()
+	queued := b.QueuedQueries
 	b.Queue("commit")
 	br := p.tx.SendBatch(ctx, b)
 	var err error
-	for range n {
-		if _, err = br.Exec(); err != nil {
+	for _, qq := range queued {
+		// A statement queued with QueryRow, Query or Exec on its
+		// QueuedQuery reads its own results (a RETURNING row, say).
+		if qq.Fn != nil {
+			err = qq.Fn(br)
+		} else {
+			_, err = br.Exec()
+		}
+		if err != nil {
 			break
 		}
 	}

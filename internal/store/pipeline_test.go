@@ -123,3 +123,60 @@ func TestPipelinedFirstStatementFails(t *testing.T) {
 		t.Errorf("pool unusable afterwards: %v", err)
 	}
 }
+
+// TestPipelinedCommitReadsReturningRows: a last statement queued with a row
+// reader has its RETURNING row read, in order, and the reader's error is
+// Commit's.
+func TestPipelinedCommitReadsReturningRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	if _, err := pool.Exec(ctx, `CREATE TABLE pipe_ret (n int PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	p, br, err := store.BeginPipelined(ctx, pool, func(*pgx.Batch) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := br.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	last := &pgx.Batch{}
+	for _, n := range []int{4, 5} {
+		last.Queue(`INSERT INTO pipe_ret (n) VALUES ($1) RETURNING n * 10`, n).QueryRow(func(row pgx.Row) error {
+			var v int
+			err := row.Scan(&v)
+			got = append(got, v)
+			return err
+		})
+	}
+	last.Queue(`INSERT INTO pipe_ret (n) VALUES (6)`)
+	if err := p.Commit(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0] != 40 || got[1] != 50 {
+		t.Errorf("rows read %v, want [40 50]", got)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pipe_ret`).Scan(&n); err != nil || n != 3 {
+		t.Errorf("%d rows committed (%v), want 3", n, err)
+	}
+
+	// A failing statement with a reader fails the commit; nothing commits.
+	p, br, err = store.BeginPipelined(ctx, pool, func(*pgx.Batch) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	br.Close()
+	last = &pgx.Batch{}
+	last.Queue(`INSERT INTO pipe_ret (n) VALUES (7)`)
+	last.Queue(`INSERT INTO pipe_ret (n) VALUES (4) RETURNING n`).QueryRow(func(row pgx.Row) error { return row.Scan(new(int)) })
+	var pgErr *pgconn.PgError
+	if err := p.Commit(ctx, last); !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+		t.Errorf("commit with a duplicate: %v, want unique_violation", err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pipe_ret`).Scan(&n); err != nil || n != 3 {
+		t.Errorf("%d rows after the failed commit (%v), want 3", n, err)
+	}
+}
