@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/inspect"
 	"github.com/tokend/tokend/internal/store"
@@ -45,7 +46,7 @@ func transition(ctx context.Context, tx pgx.Tx, tenant, id string, from token.St
 	case err != nil:
 		return token.Record{}, err
 	case state != from:
-		return token.Record{}, fmt.Errorf("%w: cannot %s a token that is %s", token.ErrInvalidState, a, state)
+		return token.Record{}, tokend.Refuse(token.ErrInvalidState, "cannot %s a token that is %s", a, state)
 	}
 	// The token moved back into from between the UPDATE and the lock (an
 	// operator reconciled it, a lease lapsed). Now that the row is locked

@@ -2,11 +2,11 @@ package admin
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/token"
 )
@@ -24,7 +24,7 @@ import (
 // state.
 func RevokeTx(ctx context.Context, tx pgx.Tx, tenant, id, reason, actor string) (token.Record, error) {
 	if err := token.CheckText("reason", reason, "actor", actor); err != nil {
-		return token.Record{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		return token.Record{}, tokend.InvalidWith(ErrInvalidRequest, "", err)
 	}
 	return transition(ctx, tx, tenant, id, token.Issued, token.Revoke, store.RevokeSQL, tenant, id, reason, actor)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/operation"
@@ -172,7 +173,7 @@ func (s *Spender) spendLocked(ctx context.Context, tx pgx.Tx, req Request, t *lo
 		}
 		d, err := token.Digest(req.Payload, t.policy.IgnoredFields)
 		if err != nil {
-			return Response{}, fmt.Errorf("%w: %w", ErrInvalidPayload, err)
+			return Response{}, tokend.InvalidWith(ErrInvalidPayload, "payload", err)
 		}
 		if subtle.ConstantTimeCompare(d, t.digest) != 1 {
 			return Response{}, ErrPayloadMismatch
@@ -282,7 +283,7 @@ func (s *Spender) lockError(err error) error {
 func (s *Spender) execute(ctx context.Context, tx pgx.Tx, req Request, t *locked, last *pgx.Batch) (Response, error) {
 	h, ok := s.handlers.Lookup(t.operation)
 	if !ok {
-		return Response{}, fmt.Errorf("%w: %q", ErrNoHandler, t.operation)
+		return Response{}, tokend.Refuse(ErrNoHandler, "%q", t.operation)
 	}
 	out, err := h.Execute(ctx, tx, Call{Tenant: req.Tenant, TokenID: t.id, Operation: t.operation, Subject: t.subject, Payload: req.Payload})
 	if err != nil {

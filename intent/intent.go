@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/operation"
@@ -65,19 +66,19 @@ type Request struct {
 // Validate checks the fields that need no policy, wrapping ErrInvalidRequest.
 func (r Request) Validate() error {
 	if err := token.CheckText("tenant", r.Tenant, "operation", r.Operation, "Idempotency-Key", r.IntentID, "subject", r.Subject, "actor", r.Actor); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		return tokend.InvalidWith(ErrInvalidRequest, "", err)
 	}
 	switch {
 	case r.Tenant == "":
-		return fmt.Errorf("%w: tenant is empty", ErrInvalidRequest)
+		return tokend.Invalid(ErrInvalidRequest, "tenant", "is empty")
 	case r.Operation == "":
-		return fmt.Errorf("%w: operation is required", ErrInvalidRequest)
+		return tokend.Invalid(ErrInvalidRequest, "operation", "is required")
 	case !printable(r.IntentID, MaxIntentIDLen):
-		return fmt.Errorf("%w: Idempotency-Key must be 1 to %d printable characters", ErrInvalidRequest, MaxIntentIDLen)
+		return tokend.Invalid(ErrInvalidRequest, "Idempotency-Key", fmt.Sprintf("must be 1 to %d printable characters", MaxIntentIDLen))
 	case !printable(r.Subject, MaxSubjectLen):
-		return fmt.Errorf("%w: subject must be 1 to %d printable characters", ErrInvalidRequest, MaxSubjectLen)
+		return tokend.Invalid(ErrInvalidRequest, "subject", fmt.Sprintf("must be 1 to %d printable characters", MaxSubjectLen))
 	case r.TTLSeconds <= 0:
-		return fmt.Errorf("%w: ttl_seconds must be a positive integer", ErrInvalidRequest)
+		return tokend.Invalid(ErrInvalidRequest, "ttl_seconds", "must be a positive integer")
 	}
 	return nil
 }
@@ -235,7 +236,7 @@ func (is *Issuer) prepare(ctx context.Context, q db.DBTX, req Request) (*candida
 		}
 	}
 	if req.TTLSeconds > p.MaxTTLSeconds {
-		return nil, fmt.Errorf("%w: ttl_seconds %d exceeds %s's maximum of %d", ErrInvalidRequest, req.TTLSeconds, p.Name, p.MaxTTLSeconds)
+		return nil, tokend.Invalid(ErrInvalidRequest, "ttl_seconds", fmt.Sprintf("%d exceeds %s's maximum of %d", req.TTLSeconds, p.Name, p.MaxTTLSeconds))
 	}
 	c := &candidate{req: req, policy: p, id: token.NewID(), nonce: token.NewNonce(), keyID: is.keys.CurrentKeyID()}
 	if c.digest, c.fingerprint, err = fingerprint(req, p.IgnoredFields); err != nil {
@@ -243,7 +244,7 @@ func (is *Issuer) prepare(ctx context.Context, q db.DBTX, req Request) (*candida
 	}
 	if req.Payload != nil && p.Mode == operation.Atomic && is.handlers != nil {
 		if err := is.handlers.Validate(req.Operation, req.Payload); err != nil {
-			return nil, fmt.Errorf("%w: payload: %w", ErrInvalidRequest, err)
+			return nil, tokend.InvalidWith(ErrInvalidRequest, "", err)
 		}
 	}
 	if c.secret, err = is.keys.Derive(c.keyID, req.Tenant, c.id, c.nonce); err != nil {
@@ -257,7 +258,7 @@ func (is *Issuer) prepare(ctx context.Context, q db.DBTX, req Request) (*candida
 func fingerprint(req Request, ignored []string) (digest, fp []byte, err error) {
 	if req.Payload != nil {
 		if digest, err = token.Digest(req.Payload, ignored); err != nil {
-			return nil, nil, fmt.Errorf("%w: payload: %w", ErrInvalidRequest, err)
+			return nil, nil, tokend.InvalidWith(ErrInvalidRequest, "payload", err)
 		}
 	}
 	return digest, token.Fingerprint(req.Operation, req.Subject, digest, req.TTLSeconds, APIVersion), nil
@@ -298,7 +299,7 @@ func (e existing) same(req Request, current []string, currentFP []byte) bool {
 func (is *Issuer) replayed(req Request, e existing) (Issued, error) {
 	secret, err := is.keys.Derive(e.keyID, req.Tenant, e.rec.ID, e.nonce)
 	if errors.Is(err, token.ErrKeyRetired) {
-		return Issued{}, fmt.Errorf("%w: token %s", ErrKeyRetired, e.rec.ID)
+		return Issued{}, tokend.Refuse(ErrKeyRetired, "token %s", e.rec.ID)
 	}
 	if err != nil {
 		return Issued{}, fmt.Errorf("intent: re-derive secret: %w", err)
