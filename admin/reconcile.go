@@ -7,10 +7,9 @@ import (
 	"net/http"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend"
-	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/token"
 )
@@ -114,7 +113,7 @@ func ReconcileTx(ctx context.Context, tx pgx.Tx, tenant, id string, r Reconcilia
 	if r.Outcome == NotExecuted {
 		return transition(ctx, tx, tenant, id, token.Unknown, a, store.ReconcileNotExecutedSQL, tenant, id, r.Actor)
 	}
-	status, body := r.status(), consume.OutcomeBody{TokenID: id, State: to}
+	status, body := r.status(), token.OutcomeBody{TokenID: id, State: to}
 	if r.Outcome == Succeeded {
 		body.Result = r.Result
 	} else {
@@ -128,8 +127,8 @@ func ReconcileTx(ctx context.Context, tx pgx.Tx, tenant, id string, r Reconcilia
 }
 
 // Reconcile is ReconcileTx in a transaction of its own.
-func Reconcile(ctx context.Context, pool *pgxpool.Pool, tenant, id string, r Reconciliation) (token.Record, error) {
-	return inTx(ctx, pool, func(tx pgx.Tx) (token.Record, error) {
+func Reconcile(ctx context.Context, b db.Beginner, tenant, id string, r Reconciliation) (token.Record, error) {
+	return inTx(ctx, b, func(tx pgx.Tx) (token.Record, error) {
 		return ReconcileTx(ctx, tx, tenant, id, r)
 	})
 }

@@ -4,9 +4,9 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend"
+	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/token"
 )
@@ -30,8 +30,8 @@ func RevokeTx(ctx context.Context, tx pgx.Tx, tenant, id, reason, actor string) 
 }
 
 // Revoke is RevokeTx in a transaction of its own.
-func Revoke(ctx context.Context, pool *pgxpool.Pool, tenant, id, reason, actor string) (token.Record, error) {
-	return inTx(ctx, pool, func(tx pgx.Tx) (token.Record, error) {
+func Revoke(ctx context.Context, b db.Beginner, tenant, id, reason, actor string) (token.Record, error) {
+	return inTx(ctx, b, func(tx pgx.Tx) (token.Record, error) {
 		return RevokeTx(ctx, tx, tenant, id, reason, actor)
 	})
 }

@@ -133,10 +133,8 @@ func scan(row pgx.Row) (Policy, error) {
 }
 
 // Beginner starts a transaction: a pool, a connection, or a transaction
-// (which starts a savepoint).
-type Beginner interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
+// (which starts a savepoint). It is db.Beginner.
+type Beginner = db.Beginner
 
 // Delete removes tenant's declaration of operation name and returns it. It
 // is refused with ErrBuiltin for one of h's built-in operations (h may be
