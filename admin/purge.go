@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/internal/store"
 )
@@ -48,11 +49,11 @@ type PurgeOptions struct {
 func (o PurgeOptions) Validate() error {
 	switch {
 	case o.BatchSize < 0:
-		return fmt.Errorf("%w: BatchSize %d is negative", ErrInvalidRequest, o.BatchSize)
+		return tokend.Invalid(ErrInvalidRequest, "BatchSize", fmt.Sprintf("%d is negative", o.BatchSize))
 	case o.MaxBatches < 0:
-		return fmt.Errorf("%w: MaxBatches %d is negative", ErrInvalidRequest, o.MaxBatches)
+		return tokend.Invalid(ErrInvalidRequest, "MaxBatches", fmt.Sprintf("%d is negative", o.MaxBatches))
 	case o.EventRetention < 0:
-		return fmt.Errorf("%w: EventRetention %v is negative", ErrInvalidRequest, o.EventRetention)
+		return tokend.Invalid(ErrInvalidRequest, "EventRetention", fmt.Sprintf("%v is negative", o.EventRetention))
 	}
 	return nil
 }

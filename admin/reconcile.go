@@ -7,9 +7,9 @@ import (
 	"net/http"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend"
+	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/token"
 )
@@ -50,19 +50,19 @@ type Reconciliation struct {
 // Validate reports what is wrong with r, wrapping ErrInvalidRequest.
 func (r Reconciliation) Validate() error {
 	if err := token.CheckText("actor", r.Actor); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		return tokend.InvalidWith(ErrInvalidRequest, "", err)
 	}
 	switch r.Outcome {
 	case Succeeded, Failed:
 		if err := token.CheckOutcomeStatus(r.to(), r.status()); err != nil {
-			return fmt.Errorf("%w: outcome %s: %w", ErrInvalidRequest, r.Outcome, err)
+			return tokend.InvalidWith(ErrInvalidRequest, "", err)
 		}
 	case NotExecuted:
 		if r.Status != 0 || r.Result != nil {
-			return fmt.Errorf("%w: outcome not_executed stores no status or result", ErrInvalidRequest)
+			return tokend.Invalid(ErrInvalidRequest, "outcome", "not_executed stores no status or result")
 		}
 	default:
-		return fmt.Errorf("%w: outcome %q: want succeeded, not_executed or failed", ErrInvalidRequest, r.Outcome)
+		return tokend.Invalid(ErrInvalidRequest, "outcome", fmt.Sprintf("%q: want succeeded, not_executed or failed", r.Outcome))
 	}
 	return nil
 }
@@ -113,7 +113,7 @@ func ReconcileTx(ctx context.Context, tx pgx.Tx, tenant, id string, r Reconcilia
 	if r.Outcome == NotExecuted {
 		return transition(ctx, tx, tenant, id, token.Unknown, a, store.ReconcileNotExecutedSQL, tenant, id, r.Actor)
 	}
-	status, body := r.status(), consume.OutcomeBody{TokenID: id, State: to}
+	status, body := r.status(), token.OutcomeBody{TokenID: id, State: to}
 	if r.Outcome == Succeeded {
 		body.Result = r.Result
 	} else {
@@ -121,14 +121,14 @@ func ReconcileTx(ctx context.Context, tx pgx.Tx, tenant, id string, r Reconcilia
 	}
 	b, err := body.Encode()
 	if err != nil {
-		return token.Record{}, fmt.Errorf("%w: result: %v", ErrInvalidRequest, err)
+		return token.Record{}, tokend.Invalid(ErrInvalidRequest, "result", err.Error())
 	}
 	return transition(ctx, tx, tenant, id, token.Unknown, a, store.ReconcileOutcomeSQL, tenant, id, to, status, b, r.Actor, a)
 }
 
 // Reconcile is ReconcileTx in a transaction of its own.
-func Reconcile(ctx context.Context, pool *pgxpool.Pool, tenant, id string, r Reconciliation) (token.Record, error) {
-	return inTx(ctx, pool, func(tx pgx.Tx) (token.Record, error) {
+func Reconcile(ctx context.Context, b db.Beginner, tenant, id string, r Reconciliation) (token.Record, error) {
+	return inTx(ctx, b, func(tx pgx.Tx) (token.Record, error) {
 		return ReconcileTx(ctx, tx, tenant, id, r)
 	})
 }

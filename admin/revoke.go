@@ -2,11 +2,11 @@ package admin
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend"
+	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/token"
 )
@@ -24,14 +24,14 @@ import (
 // state.
 func RevokeTx(ctx context.Context, tx pgx.Tx, tenant, id, reason, actor string) (token.Record, error) {
 	if err := token.CheckText("reason", reason, "actor", actor); err != nil {
-		return token.Record{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		return token.Record{}, tokend.InvalidWith(ErrInvalidRequest, "", err)
 	}
 	return transition(ctx, tx, tenant, id, token.Issued, token.Revoke, store.RevokeSQL, tenant, id, reason, actor)
 }
 
 // Revoke is RevokeTx in a transaction of its own.
-func Revoke(ctx context.Context, pool *pgxpool.Pool, tenant, id, reason, actor string) (token.Record, error) {
-	return inTx(ctx, pool, func(tx pgx.Tx) (token.Record, error) {
+func Revoke(ctx context.Context, b db.Beginner, tenant, id, reason, actor string) (token.Record, error) {
+	return inTx(ctx, b, func(tx pgx.Tx) (token.Record, error) {
 		return RevokeTx(ctx, tx, tenant, id, reason, actor)
 	})
 }

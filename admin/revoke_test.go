@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tokend/tokend/example/ledger"
+	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/token"
 )
 
@@ -212,12 +213,12 @@ func TestRevokeTokenReissuedUnderIt(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	is := e.tokenIn(tenant, token.Unknown)
-	testHookAfterMiss = func() {
+	store.TestHookAfterMiss = func() {
 		if _, err := Reconcile(ctx, e.pool, tenant, is.Token.ID, Reconciliation{Outcome: NotExecuted, Actor: "key_other"}); err != nil {
 			t.Error(err)
 		}
 	}
-	t.Cleanup(func() { testHookAfterMiss = nil })
+	t.Cleanup(func() { store.TestHookAfterMiss = nil })
 
 	rec, err := Revoke(ctx, e.pool, tenant, is.Token.ID, "changed my mind", "key_ops")
 	if err != nil || rec.State != token.Revoked {

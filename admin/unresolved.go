@@ -2,10 +2,7 @@ package admin
 
 import (
 	"context"
-	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/internal/store"
@@ -25,21 +22,12 @@ type Stats struct {
 
 // Unresolved returns the Stats of all tenants, for metrics.
 func Unresolved(ctx context.Context, q db.DBTX) (Stats, error) {
-	return scanStats(q.QueryRow(ctx, store.UnresolvedSQL))
+	s, err := store.CountUnresolved(ctx, q, "")
+	return Stats(s), err
 }
 
 // UnresolvedTenant returns the Stats of tenant's tokens, for its operators.
 func UnresolvedTenant(ctx context.Context, q db.DBTX, tenant string) (Stats, error) {
-	return scanStats(q.QueryRow(ctx, store.UnresolvedTenantSQL, tenant))
-}
-
-func scanStats(row pgx.Row) (Stats, error) {
-	var s Stats
-	var pendingAge, unknownAge int64 // microseconds
-	if err := row.Scan(&s.Pending, &s.Unknown, &pendingAge, &unknownAge); err != nil {
-		return Stats{}, fmt.Errorf("admin: unresolved: %w", err)
-	}
-	s.OldestPendingAge = time.Duration(pendingAge) * time.Microsecond
-	s.OldestUnknownAge = time.Duration(unknownAge) * time.Microsecond
-	return s, nil
+	s, err := store.CountUnresolved(ctx, q, tenant)
+	return Stats(s), err
 }

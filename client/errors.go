@@ -16,6 +16,10 @@ type Problem struct {
 	Status int    `json:"status"`
 	Detail string `json:"detail"`
 	Code   string `json:"code"`
+	// Field and Reason, on an invalid_request refusing one input, name it
+	// and say why: "ttl_seconds", "must be a positive integer".
+	Field  string `json:"field,omitempty"`
+	Reason string `json:"reason,omitempty"`
 	// RequestID is the answer's X-Request-Id header.
 	RequestID string `json:"-"`
 	// RetryAfter is the answer's Retry-After, in seconds, zero when absent.

@@ -3,50 +3,56 @@ package consume_test
 import (
 	"context"
 	"fmt"
-	"log"
-	"os"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/consume"
-	"github.com/tokend/tokend/token"
+	"github.com/tokend/tokend/intent"
+	"github.com/tokend/tokend/operation"
+	"github.com/tokend/tokend/tokendtest"
 )
 
 // A Go program spends a token inside its own transaction, next to its own
-// business row: both commit, or neither does.
+// business row: both commit, or neither does. The handler is typed
+// (consume.RegisterFunc): it gets the payload read into an order, and the
+// operation is declared by the same call.
 func ExampleSpender_SpendTx() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, "postgres://localhost/shop")
-	if err != nil {
-		log.Fatal(err)
+	type order struct {
+		SKU string `json:"sku"`
+		Qty int    `json:"qty"`
 	}
 	handlers := consume.NewRegistry()
-	handlers.Register("checkout.submit", consume.HandlerFunc(
-		func(ctx context.Context, tx pgx.Tx, c consume.Call) (consume.Outcome, error) {
+	consume.RegisterFunc(handlers, operation.Policy{Name: "checkout.submit"},
+		func(ctx context.Context, tx pgx.Tx, c consume.Call, o order) (consume.Outcome, error) {
 			var orderID int64
-			err := tx.QueryRow(ctx, `INSERT INTO orders (token_id, body) VALUES ($1, $2) RETURNING id`, c.TokenID, c.Payload).Scan(&orderID)
+			err := tx.QueryRow(ctx, `INSERT INTO orders (token_id, sku, qty) VALUES ($1, $2, $3) RETURNING id`, c.TokenID, o.SKU, o.Qty).Scan(&orderID)
 			return consume.Outcome{Status: 200, Result: map[string]int64{"order_id": orderID}}, err
-		}))
-	// The keyring the Issuer derives secrets under: a token derived under a
-	// key it does not hold (a retired key) is refused.
-	keys, err := token.NewKeyring(os.Getenv("TOKEND_SECRET_KEY"))
-	if err != nil {
-		log.Fatal(err)
+		})
+	// A database of the example's own with tokend's schema; a program has
+	// its pool, its keyring and its own tables already.
+	kit, cleanup := tokendtest.ForExample(handlers)
+	defer cleanup()
+	pool, spender := kit.Pool, kit.Spender
+	if _, err := pool.Exec(ctx, `
+		CREATE TABLE orders (id bigserial PRIMARY KEY, token_id text UNIQUE NOT NULL, sku text NOT NULL, qty int NOT NULL);
+		CREATE TABLE carts (user_id text PRIMARY KEY, checked_out bool NOT NULL DEFAULT false);
+		INSERT INTO carts (user_id) VALUES ('user-42')`); err != nil {
+		panic(err)
 	}
-	spender, err := consume.New(consume.Config{Handlers: handlers, Keys: keys})
+	payload := []byte(`{"sku":"book-1","qty":1}`)
+	issued, err := kit.Issuer.Issue(ctx, pool, intent.Request{
+		Tenant: "shop", Operation: "checkout.submit", IntentID: "render-7f3a",
+		Subject: "user-42", TTLSeconds: 900, Payload: payload,
+	})
 	if err != nil {
-		log.Fatal(err)
-	}
-	secret, err := token.ParseSecret("tks_…the value from the hidden form field…")
-	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		resp, err := spender.SpendTx(ctx, tx, consume.Request{
-			Tenant: "shop", Secret: secret, Operation: "checkout.submit",
-			Subject: "user-42", Payload: []byte(`{"sku":"book-1","qty":1}`),
+			Tenant: "shop", Secret: issued.Secret, Operation: "checkout.submit",
+			Subject: "user-42", Payload: payload,
 		})
 		if err != nil {
 			return err // rolled back: the token stays spendable
@@ -54,10 +60,11 @@ func ExampleSpender_SpendTx() {
 		if _, err := tx.Exec(ctx, `UPDATE carts SET checked_out = true WHERE user_id = $1`, "user-42"); err != nil {
 			return err // rolled back together with the spend
 		}
-		fmt.Printf("%d %s\n", resp.Status, resp.Body)
+		fmt.Println(resp.Status, resp.State)
 		return nil
 	})
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
+	// Output: 200 consumed
 }

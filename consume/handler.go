@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/operation"
 )
 
@@ -42,6 +43,21 @@ func (e *PayloadError) Detail() string {
 
 // Is makes errors.Is(err, ErrInvalidPayload) true.
 func (e *PayloadError) Is(target error) bool { return target == ErrInvalidPayload }
+
+// As reads e as a *tokend.InvalidInputError, the one invalid-input error
+// of tokend: Field named from the request body's root ("payload.amount"),
+// Reason e's Rule.
+func (e *PayloadError) As(target any) bool {
+	t, ok := target.(**tokend.InvalidInputError)
+	if ok {
+		field := "payload"
+		if e.Field != "" {
+			field += "." + e.Field
+		}
+		*t = &tokend.InvalidInputError{Kind: ErrInvalidPayload, Field: field, Reason: e.Rule}
+	}
+	return ok
+}
 
 // Call is what a handler is asked to do.
 type Call struct {

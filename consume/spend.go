@@ -11,10 +11,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tokend/tokend/db"
+	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
@@ -172,7 +171,7 @@ func (s *Spender) spendLocked(ctx context.Context, tx pgx.Tx, req Request, t *lo
 		}
 		d, err := token.Digest(req.Payload, t.policy.IgnoredFields)
 		if err != nil {
-			return Response{}, fmt.Errorf("%w: %w", ErrInvalidPayload, err)
+			return Response{}, tokend.InvalidWith(ErrInvalidPayload, "payload", err)
 		}
 		if subtle.ConstantTimeCompare(d, t.digest) != 1 {
 			return Response{}, ErrPayloadMismatch
@@ -193,8 +192,8 @@ func (s *Spender) spendLocked(ctx context.Context, tx pgx.Tx, req Request, t *lo
 		if t.policy.OnLeaseExpiry == operation.OnExpiryTakeover {
 			return s.grantLease(ctx, tx, req, t, token.Takeover, last)
 		}
-		if _, err := tx.Exec(ctx, store.LapseSQL, req.Tenant, t.id, req.Actor); err != nil {
-			return Response{}, fmt.Errorf("consume: lease lapse: %w", err)
+		if err := store.Lapse(ctx, tx, req.Tenant, t.id, req.Actor); err != nil {
+			return Response{}, err
 		}
 		return Response{TokenID: t.id, State: token.Unknown, Generation: t.generation}, token.ErrOutcomeUnknown
 	case token.Issued:
@@ -253,41 +252,42 @@ func (s *Spender) Spend(ctx context.Context, pool *pgxpool.Pool, req Request) (R
 // queueLock queues the locking read of req's token, with the wait bound
 // (for this transaction only) when there is one.
 func (s *Spender) queueLock(b *pgx.Batch, req Request) {
-	if s.lockWait != "" {
-		b.Queue(store.LockBoundedSQL, req.Tenant, req.Secret.Hash(), s.lockWait)
-		return
-	}
-	b.Queue(store.LockSQL, req.Tenant, req.Secret.Hash())
+	store.QueueLock(b, req.Tenant, req.Secret.Hash(), s.lockWait)
 }
 
 // scanLock reads the result of queueLock's statement.
 func (s *Spender) scanLock(br pgx.BatchResults) (*locked, error) {
-	t := &locked{}
-	p := &t.policy
-	err := br.QueryRow().Scan(&t.id, &t.operation, &t.subject, &t.keyID, &t.state, &t.generation, &t.digest, &t.expired,
-		&t.resultStatus, &t.resultBody, &t.operationID, &t.leaseLapsed, &t.leaseLeftSeconds,
-		&p.Mode, &p.OnLeaseExpiry, &p.LeaseSeconds, &p.IgnoredFields)
-	if db.NoRow(err) {
-		return nil, token.ErrNotFound
+	l, err := store.ScanLock(br)
+	if errors.Is(err, store.ErrLockNotAvailable) {
+		return nil, &InProgressError{RetryAfterSeconds: 1}
 	}
 	if err != nil {
-		return nil, s.lockError(err)
+		return nil, err
 	}
-	p.Name = t.operation
-	return t, nil
+	return &locked{
+		id: l.ID, operation: l.Operation, subject: l.Subject, keyID: l.KeyID, state: l.State,
+		generation: l.Generation, digest: l.Digest, expired: l.Expired,
+		resultStatus: l.ResultStatus, resultBody: l.ResultBody, operationID: l.OperationID,
+		leaseLapsed: l.LeaseLapsed, leaseLeftSeconds: l.LeaseLeftSeconds,
+		policy: operation.Policy{Name: l.Operation, Mode: operation.Mode(l.Mode),
+			OnLeaseExpiry: operation.ExpiryPolicy(l.OnLeaseExpiry), LeaseSeconds: l.LeaseSeconds, IgnoredFields: l.IgnoredFields},
+	}, nil
 }
 
+// lockError is the lock's batch failing as a spend answers it: the lock
+// wait that ran out is another holder's spend in progress.
 func (s *Spender) lockError(err error) error {
-	if isLockTimeout(err) {
+	err = store.LockError(err)
+	if errors.Is(err, store.ErrLockNotAvailable) {
 		return &InProgressError{RetryAfterSeconds: 1}
 	}
-	return fmt.Errorf("consume: lock token: %w", err)
+	return err
 }
 
 func (s *Spender) execute(ctx context.Context, tx pgx.Tx, req Request, t *locked, last *pgx.Batch) (Response, error) {
 	h, ok := s.handlers.Lookup(t.operation)
 	if !ok {
-		return Response{}, fmt.Errorf("%w: %q", ErrNoHandler, t.operation)
+		return Response{}, tokend.Refuse(ErrNoHandler, "%q", t.operation)
 	}
 	out, err := h.Execute(ctx, tx, Call{Tenant: req.Tenant, TokenID: t.id, Operation: t.operation, Subject: t.subject, Payload: req.Payload})
 	if err != nil {
@@ -310,30 +310,18 @@ func (s *Spender) execute(ctx context.Context, tx pgx.Tx, req Request, t *locked
 	if err != nil {
 		return Response{}, fmt.Errorf("consume: %s: encode result: %w", t.operation, err)
 	}
-	args := []any{req.Tenant, t.id, to, out.Status, body, req.Actor, action, token.Issued}
-	if last != nil {
-		last.Queue(store.FinishSQL, args...)
-	} else if _, err := tx.Exec(ctx, store.FinishSQL, args...); err != nil {
-		return Response{}, fmt.Errorf("consume: store outcome: %w", err)
+	if err := store.Finish(ctx, tx, last, store.FinishParams{
+		Tenant: req.Tenant, TokenID: t.id, To: to, Status: out.Status, Body: body,
+		Actor: req.Actor, Action: action, From: token.Issued,
+	}); err != nil {
+		return Response{}, err
 	}
 	return Response{TokenID: t.id, State: to, Status: out.Status, Body: body, Generation: t.generation}, nil
 }
 
-// OutcomeBody is the stored and replayed response body of a finished token,
-// whoever finished it: a spend, a lease holder or an operator reconciling.
-// Result is set on success and on an atomic handler's declared failure;
-// Error on a failure reported by a lease holder or an operator.
-type OutcomeBody struct {
-	TokenID string      `json:"token_id"`
-	State   token.State `json:"state"`
-	Result  any         `json:"result,omitempty"`
-	Error   any         `json:"error,omitempty"`
-}
-
-// Encode is b as stored and replayed: JSON as json.Marshal writes it, except
-// that <, > and & are written as they are, not as six-byte escapes, so a
-// body (and the events that carry it) keeps its own size.
-func (b OutcomeBody) Encode() ([]byte, error) { return encodeStored(b) }
+// OutcomeBody is the stored and replayed response body of a finished token;
+// it moved to token, where admin's reconcile finds it too.
+type OutcomeBody = token.OutcomeBody
 
 func encodeStored(v any) ([]byte, error) {
 	var buf bytes.Buffer
@@ -343,11 +331,6 @@ func encodeStored(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
-func isLockTimeout(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }
 
 func deref[T any](p *T) T {

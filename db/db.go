@@ -13,6 +13,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// Beginner starts a transaction: a pool, a connection, or a transaction
+// (which starts a savepoint). A convenience that only runs its ...Tx form in
+// a transaction of its own takes one.
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
 // DBTX is a pool, a connection or a transaction.
 type DBTX interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)

@@ -1,11 +1,11 @@
 package form
 
 import (
-	"fmt"
 	"net/url"
 
 	"github.com/go-json-experiment/json"
 
+	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/token"
 )
@@ -26,7 +26,7 @@ func fieldsJSON(fields url.Values) ([]byte, error) {
 	}
 	b, err := json.Marshal(obj)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the form's fields are not valid UTF-8", consume.ErrInvalidPayload)
+		return nil, tokend.Invalid(consume.ErrInvalidPayload, "", "the form's fields are not valid UTF-8")
 	}
 	return token.Canonical(b, nil)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/token"
 )
@@ -37,15 +38,15 @@ type Filter struct {
 // Validate reports the first thing wrong with f, wrapping ErrInvalidFilter.
 func (f Filter) Validate() error {
 	if err := token.CheckText("operation", f.Operation, "subject", f.Subject, "search", f.Search, "cursor", f.Cursor); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidFilter, err)
+		return tokend.InvalidWith(ErrInvalidFilter, "", err)
 	}
 	if f.State != "" {
 		if _, err := token.ParseState(string(f.State)); err != nil {
-			return fmt.Errorf("%w: state %q", ErrInvalidFilter, f.State)
+			return tokend.Invalid(ErrInvalidFilter, "state", fmt.Sprintf("%q is not a state", f.State))
 		}
 	}
 	if f.Limit < 0 || f.Limit > MaxLimit {
-		return fmt.Errorf("%w: limit %d: want 1 to %d", ErrInvalidFilter, f.Limit, MaxLimit)
+		return tokend.Invalid(ErrInvalidFilter, "limit", fmt.Sprintf("%d: want 1 to %d", f.Limit, MaxLimit))
 	}
 	if _, err := decodeCursor(f.Cursor); err != nil {
 		return err
@@ -94,7 +95,7 @@ func decodeCursor(c string) (string, error) {
 	}
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil || !token.ValidID(string(b)) {
-		return "", fmt.Errorf("%w: malformed cursor", ErrInvalidFilter)
+		return "", tokend.Invalid(ErrInvalidFilter, "cursor", "is malformed")
 	}
 	return string(b), nil
 }

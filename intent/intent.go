@@ -9,12 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 	"unicode"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/operation"
@@ -65,19 +65,19 @@ type Request struct {
 // Validate checks the fields that need no policy, wrapping ErrInvalidRequest.
 func (r Request) Validate() error {
 	if err := token.CheckText("tenant", r.Tenant, "operation", r.Operation, "Idempotency-Key", r.IntentID, "subject", r.Subject, "actor", r.Actor); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		return tokend.InvalidWith(ErrInvalidRequest, "", err)
 	}
 	switch {
 	case r.Tenant == "":
-		return fmt.Errorf("%w: tenant is empty", ErrInvalidRequest)
+		return tokend.Invalid(ErrInvalidRequest, "tenant", "is empty")
 	case r.Operation == "":
-		return fmt.Errorf("%w: operation is required", ErrInvalidRequest)
+		return tokend.Invalid(ErrInvalidRequest, "operation", "is required")
 	case !printable(r.IntentID, MaxIntentIDLen):
-		return fmt.Errorf("%w: Idempotency-Key must be 1 to %d printable characters", ErrInvalidRequest, MaxIntentIDLen)
+		return tokend.Invalid(ErrInvalidRequest, "Idempotency-Key", fmt.Sprintf("must be 1 to %d printable characters", MaxIntentIDLen))
 	case !printable(r.Subject, MaxSubjectLen):
-		return fmt.Errorf("%w: subject must be 1 to %d printable characters", ErrInvalidRequest, MaxSubjectLen)
+		return tokend.Invalid(ErrInvalidRequest, "subject", fmt.Sprintf("must be 1 to %d printable characters", MaxSubjectLen))
 	case r.TTLSeconds <= 0:
-		return fmt.Errorf("%w: ttl_seconds must be a positive integer", ErrInvalidRequest)
+		return tokend.Invalid(ErrInvalidRequest, "ttl_seconds", "must be a positive integer")
 	}
 	return nil
 }
@@ -235,7 +235,7 @@ func (is *Issuer) prepare(ctx context.Context, q db.DBTX, req Request) (*candida
 		}
 	}
 	if req.TTLSeconds > p.MaxTTLSeconds {
-		return nil, fmt.Errorf("%w: ttl_seconds %d exceeds %s's maximum of %d", ErrInvalidRequest, req.TTLSeconds, p.Name, p.MaxTTLSeconds)
+		return nil, tokend.Invalid(ErrInvalidRequest, "ttl_seconds", fmt.Sprintf("%d exceeds %s's maximum of %d", req.TTLSeconds, p.Name, p.MaxTTLSeconds))
 	}
 	c := &candidate{req: req, policy: p, id: token.NewID(), nonce: token.NewNonce(), keyID: is.keys.CurrentKeyID()}
 	if c.digest, c.fingerprint, err = fingerprint(req, p.IgnoredFields); err != nil {
@@ -243,7 +243,7 @@ func (is *Issuer) prepare(ctx context.Context, q db.DBTX, req Request) (*candida
 	}
 	if req.Payload != nil && p.Mode == operation.Atomic && is.handlers != nil {
 		if err := is.handlers.Validate(req.Operation, req.Payload); err != nil {
-			return nil, fmt.Errorf("%w: payload: %w", ErrInvalidRequest, err)
+			return nil, tokend.InvalidWith(ErrInvalidRequest, "", err)
 		}
 	}
 	if c.secret, err = is.keys.Derive(c.keyID, req.Tenant, c.id, c.nonce); err != nil {
@@ -257,7 +257,7 @@ func (is *Issuer) prepare(ctx context.Context, q db.DBTX, req Request) (*candida
 func fingerprint(req Request, ignored []string) (digest, fp []byte, err error) {
 	if req.Payload != nil {
 		if digest, err = token.Digest(req.Payload, ignored); err != nil {
-			return nil, nil, fmt.Errorf("%w: payload: %w", ErrInvalidRequest, err)
+			return nil, nil, tokend.InvalidWith(ErrInvalidRequest, "payload", err)
 		}
 	}
 	return digest, token.Fingerprint(req.Operation, req.Subject, digest, req.TTLSeconds, APIVersion), nil
@@ -272,12 +272,10 @@ type existing struct {
 	forgotten          bool
 }
 
-func scanExisting(row pgx.Row) (existing, error) {
-	var e existing
-	err := row.Scan(&e.rec.ID, &e.rec.Subject, &e.rec.State, &e.rec.Generation, &e.rec.PayloadDigest,
-		&e.rec.CreatedAt, &e.rec.ExpiresAt, &e.rec.RetainUntil,
-		&e.fingerprint, &e.nonce, &e.keyID, &e.ignored, &e.forgotten)
-	return e, err
+// readExisting is store.ReadExisting for req's intent.
+func readExisting(ctx context.Context, q db.DBTX, lock bool, req Request) (existing, bool, error) {
+	e, ok, err := store.ReadExisting(ctx, q, lock, req.Tenant, req.Operation, req.IntentID)
+	return existing{rec: e.Record, fingerprint: e.Fingerprint, nonce: e.Nonce, keyID: e.KeyID, ignored: e.Ignored, forgotten: e.Forgotten}, ok, err
 }
 
 // same reports whether req is the request e was issued for. The comparison
@@ -298,7 +296,7 @@ func (e existing) same(req Request, current []string, currentFP []byte) bool {
 func (is *Issuer) replayed(req Request, e existing) (Issued, error) {
 	secret, err := is.keys.Derive(e.keyID, req.Tenant, e.rec.ID, e.nonce)
 	if errors.Is(err, token.ErrKeyRetired) {
-		return Issued{}, fmt.Errorf("%w: token %s", ErrKeyRetired, e.rec.ID)
+		return Issued{}, tokend.Refuse(ErrKeyRetired, "token %s", e.rec.ID)
 	}
 	if err != nil {
 		return Issued{}, fmt.Errorf("intent: re-derive secret: %w", err)
@@ -318,12 +316,12 @@ func (is *Issuer) replay(ctx context.Context, q db.DBTX, req Request, refusal er
 		req.Validate() != nil || !operation.ValidName(req.Operation) {
 		return Issued{}, refusal
 	}
-	e, err := scanExisting(q.QueryRow(ctx, store.ReplaySQL, req.Tenant, req.Operation, req.IntentID))
+	e, ok, err := readExisting(ctx, q, false, req)
 	switch {
-	case db.NoRow(err):
-		return Issued{}, refusal
 	case err != nil:
-		return Issued{}, fmt.Errorf("intent: read existing: %w", err)
+		return Issued{}, err
+	case !ok:
+		return Issued{}, refusal
 	case e.forgotten || !e.same(req, nil, nil):
 		return Issued{}, refusal
 	}
@@ -338,25 +336,22 @@ func (c *candidate) insert(ctx context.Context, q db.DBTX) (Issued, bool, error)
 		Tenant: r.Tenant, ID: c.id, Operation: r.Operation, IntentID: r.IntentID,
 		Subject: r.Subject, State: token.Issued, PayloadDigest: c.digest,
 	}
-	var (
-		current                           bool
-		createdAt, expiresAt, retainUntil *time.Time
-	)
-	err := q.QueryRow(ctx, store.IssueSQL,
-		r.Tenant, c.id, r.Operation, r.IntentID, r.Subject,
-		c.secret.Hash(), c.nonce, c.keyID, c.fingerprint, c.digest,
-		r.TTLSeconds, c.policy.RetentionSeconds, r.Actor, c.policy.Version,
-		c.policy.Mode, c.policy.OnLeaseExpiry, c.policy.LeaseSeconds, c.policy.IgnoredFields, c.policy.EventOutcome,
-	).Scan(&current, &createdAt, &expiresAt, &retainUntil)
+	out, err := store.Issue(ctx, q, store.IssueParams{
+		Tenant: r.Tenant, ID: c.id, Operation: r.Operation, IntentID: r.IntentID, Subject: r.Subject,
+		SecretHash: c.secret.Hash(), Nonce: c.nonce, KeyID: c.keyID, Fingerprint: c.fingerprint, Digest: c.digest,
+		TTLSeconds: r.TTLSeconds, RetentionSeconds: c.policy.RetentionSeconds, Actor: r.Actor, PolicyVersion: c.policy.Version,
+		Mode: string(c.policy.Mode), OnLeaseExpiry: string(c.policy.OnLeaseExpiry), LeaseSeconds: c.policy.LeaseSeconds,
+		IgnoredFields: c.policy.IgnoredFields, EventOutcome: c.policy.EventOutcome,
+	})
 	switch {
 	case err != nil:
-		return Issued{}, false, fmt.Errorf("intent: insert: %w", err)
-	case !current:
+		return Issued{}, false, err
+	case !out.Current:
 		return Issued{}, false, errStalePolicy
-	case createdAt == nil:
+	case out.CreatedAt == nil:
 		return Issued{}, false, nil // the intent is taken
 	}
-	rec.CreatedAt, rec.ExpiresAt, rec.RetainUntil = *createdAt, *expiresAt, *retainUntil
+	rec.CreatedAt, rec.ExpiresAt, rec.RetainUntil = *out.CreatedAt, *out.ExpiresAt, *out.RetainUntil
 	return Issued{Token: rec, Secret: c.secret}, true, nil
 }
 
@@ -366,15 +361,15 @@ func (is *Issuer) resolve(ctx context.Context, tx pgx.Tx, c *candidate) (Issued,
 	// Bounded: each round either finds a row or inserts; only a concurrent
 	// purge or re-issue of the same intent makes another round necessary.
 	for range 3 {
-		e, err := scanExisting(tx.QueryRow(ctx, store.ExistingSQL, c.req.Tenant, c.req.Operation, c.req.IntentID))
+		e, ok, err := readExisting(ctx, tx, true, c.req)
 		switch {
-		case db.NoRow(err):
-			// Purged between our insert and this read: claim it again.
 		case err != nil:
-			return Issued{}, fmt.Errorf("intent: read existing: %w", err)
+			return Issued{}, err
+		case !ok:
+			// Purged between our insert and this read: claim it again.
 		case e.forgotten:
-			if _, err := tx.Exec(ctx, store.ForgetSQL, c.req.Tenant, e.rec.ID, c.req.Actor); err != nil {
-				return Issued{}, fmt.Errorf("intent: forget expired intent: %w", err)
+			if err := store.Forget(ctx, tx, c.req.Tenant, e.rec.ID, c.req.Actor); err != nil {
+				return Issued{}, err
 			}
 		case !e.same(c.req, c.policy.IgnoredFields, c.fingerprint):
 			return Issued{}, ErrKeyReused

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 
+	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/token"
 )
 
@@ -131,26 +132,26 @@ func (p Policy) Validate() error {
 	const maxSeconds = 10 * 365 * 86400
 	switch {
 	case !ValidName(p.Name):
-		return fmt.Errorf("%w: name %q: want lowercase dotted words like checkout.submit", ErrInvalid, p.Name)
+		return tokend.Invalid(ErrInvalid, "name", fmt.Sprintf("%q: want lowercase dotted words like checkout.submit", p.Name))
 	case p.Mode != Atomic && p.Mode != Lease:
-		return fmt.Errorf("%w: mode %q: want atomic or lease", ErrInvalid, p.Mode)
+		return tokend.Invalid(ErrInvalid, "mode", fmt.Sprintf("%q: want atomic or lease", p.Mode))
 	case p.OnLeaseExpiry != OnExpiryUnknown && p.OnLeaseExpiry != OnExpiryTakeover:
-		return fmt.Errorf("%w: on_lease_expiry %q: want unknown or takeover", ErrInvalid, p.OnLeaseExpiry)
+		return tokend.Invalid(ErrInvalid, "on_lease_expiry", fmt.Sprintf("%q: want unknown or takeover", p.OnLeaseExpiry))
 	case p.LeaseSeconds <= 0 || p.LeaseSeconds > maxSeconds:
-		return fmt.Errorf("%w: lease_seconds %d out of range", ErrInvalid, p.LeaseSeconds)
+		return tokend.Invalid(ErrInvalid, "lease_seconds", fmt.Sprintf("%d out of range", p.LeaseSeconds))
 	case p.MaxTTLSeconds <= 0 || p.MaxTTLSeconds > maxSeconds:
-		return fmt.Errorf("%w: max_ttl_seconds %d out of range", ErrInvalid, p.MaxTTLSeconds)
+		return tokend.Invalid(ErrInvalid, "max_ttl_seconds", fmt.Sprintf("%d out of range", p.MaxTTLSeconds))
 	case p.RetentionSeconds < 0 || p.RetentionSeconds > maxSeconds:
-		return fmt.Errorf("%w: retention_seconds %d out of range", ErrInvalid, p.RetentionSeconds)
+		return tokend.Invalid(ErrInvalid, "retention_seconds", fmt.Sprintf("%d out of range", p.RetentionSeconds))
 	case len(p.IgnoredFields) > 32:
-		return fmt.Errorf("%w: at most 32 ignored_fields", ErrInvalid)
+		return tokend.Invalid(ErrInvalid, "ignored_fields", "at most 32")
 	}
 	for _, f := range p.IgnoredFields {
 		if err := token.CheckText("ignored field", f); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalid, err)
+			return tokend.InvalidWith(ErrInvalid, "", err)
 		}
 		if len(f) > 200 || !fieldRE.MatchString(f) {
-			return fmt.Errorf("%w: ignored field %q", ErrInvalid, f)
+			return tokend.Invalid(ErrInvalid, "ignored_fields", fmt.Sprintf("%q is not a member name or dotted path", f))
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/db"
 )
 
@@ -62,14 +63,14 @@ RETURNING ` + policyColumns
 func Get(ctx context.Context, q db.DBTX, tenant, name string, h Handlers) (Policy, error) {
 	if !ValidName(name) {
 		// Never declared, and not a value to hand the database (NUL, bad UTF-8).
-		return Policy{}, fmt.Errorf("%w: %q", ErrUnknown, name)
+		return Policy{}, tokend.Refuse(ErrUnknown, "%q", name)
 	}
 	p, err := scan(q.QueryRow(ctx, getSQL, tenant, name))
 	if db.NoRow(err) {
 		if b, ok := builtin(h, name); ok {
 			return b, nil
 		}
-		return Policy{}, fmt.Errorf("%w: %q", ErrUnknown, name)
+		return Policy{}, tokend.Refuse(ErrUnknown, "%q", name)
 	}
 	if err != nil {
 		return Policy{}, fmt.Errorf("operation: get %q: %w", name, err)
@@ -119,10 +120,10 @@ func Put(ctx context.Context, q db.DBTX, tenant string, p Policy, h Handlers) (P
 		return Policy{}, err
 	}
 	if b, ok := builtin(h, p.Name); ok && p.Mode != b.Mode {
-		return Policy{}, fmt.Errorf("%w: %s runs in %s mode; it cannot be declared %s", ErrBuiltin, p.Name, b.Mode, p.Mode)
+		return Policy{}, tokend.Refuse(ErrBuiltin, "%s runs in %s mode; it cannot be declared %s", p.Name, b.Mode, p.Mode)
 	}
 	if p.Mode == Atomic && (h == nil || !h.Has(p.Name)) {
-		return Policy{}, fmt.Errorf("%w: this server has no Go handler for %s; declare it in lease mode", ErrNotRunnable, p.Name)
+		return Policy{}, tokend.Refuse(ErrNotRunnable, "this server has no Go handler for %s; declare it in lease mode", p.Name)
 	}
 	err := q.QueryRow(ctx, putSQL, tenant, p.Name, p.Mode, p.OnLeaseExpiry, p.LeaseSeconds, p.MaxTTLSeconds, p.RetentionSeconds, p.IgnoredFields, p.EventOutcome).Scan(&p.Version)
 	if err != nil {
@@ -138,10 +139,8 @@ func scan(row pgx.Row) (Policy, error) {
 }
 
 // Beginner starts a transaction: a pool, a connection, or a transaction
-// (which starts a savepoint).
-type Beginner interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
+// (which starts a savepoint). It is db.Beginner.
+type Beginner = db.Beginner
 
 // Delete removes tenant's declaration of operation name and returns it. It
 // is refused with ErrBuiltin for one of h's built-in operations (h may be
@@ -150,22 +149,22 @@ type Beginner interface {
 // the policy they were issued under, so their outcomes still replay.
 func Delete(ctx context.Context, b Beginner, tenant, name string, h Handlers) (Policy, error) {
 	if _, ok := builtin(h, name); ok {
-		return Policy{}, fmt.Errorf("%w: %s cannot be deleted", ErrBuiltin, name)
+		return Policy{}, tokend.Refuse(ErrBuiltin, "%s cannot be deleted", name)
 	}
 	if !ValidName(name) {
-		return Policy{}, fmt.Errorf("%w: %q", ErrUnknown, name)
+		return Policy{}, tokend.Refuse(ErrUnknown, "%q", name)
 	}
 	var p Policy
 	err := pgx.BeginFunc(ctx, b, func(tx pgx.Tx) error {
 		var v int64
 		err := tx.QueryRow(ctx, lockSQL, tenant, name).Scan(&v)
-		if err := db.RowError(err, fmt.Errorf("%w: %q", ErrUnknown, name), "operation: delete "+name); err != nil {
+		if err := db.RowError(err, tokend.Refuse(ErrUnknown, "%q", name), "operation: delete "+name); err != nil {
 			return err
 		}
 		// A statement of its own, so its snapshot includes the tokens of the
 		// issues lockSQL waited for.
 		p, err = scan(tx.QueryRow(ctx, deleteSQL, tenant, name))
-		inUse := fmt.Errorf("%w: %s has unfinished tokens (issued, pending or unknown); wait for them to finish or expire, or revoke or reconcile them", ErrInUse, name)
+		inUse := tokend.Refuse(ErrInUse, "%s has unfinished tokens (issued, pending or unknown); wait for them to finish or expire, or revoke or reconcile them", name)
 		return db.RowError(err, inUse, "operation: delete "+name)
 	})
 	return p, err

@@ -4,12 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/go-json-experiment/json"
 	"github.com/gowebpki/jcs"
 
+	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/internal/jsonread"
 )
 
@@ -39,11 +39,11 @@ func Digest(payload []byte, ignored []string) ([]byte, error) {
 // strings and decimal numbers: a handler reading either reads the same.
 func Canonical(payload []byte, ignored []string) ([]byte, error) {
 	if err := jsonread.CheckPayload(payload); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidPayload, err)
+		return nil, tokend.InvalidWith(ErrInvalidPayload, "", err)
 	}
 	canon, err := jcs.Transform(payload)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidPayload, err)
+		return nil, tokend.Invalid(ErrInvalidPayload, "", err.Error())
 	}
 	if len(ignored) == 0 || len(canon) == 0 || canon[0] != '{' {
 		return canon, nil
@@ -52,7 +52,7 @@ func Canonical(payload []byte, ignored []string) ([]byte, error) {
 	// numbers as float64 and writing them again loses nothing.
 	var doc map[string]any
 	if err := jsonread.Unmarshal(canon, &doc); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidPayload, err)
+		return nil, tokend.InvalidWith(ErrInvalidPayload, "", err)
 	}
 	removed := false
 	for _, f := range ignored {
@@ -63,11 +63,11 @@ func Canonical(payload []byte, ignored []string) ([]byte, error) {
 	}
 	b, err := json.Marshal(doc)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidPayload, err)
+		return nil, tokend.Invalid(ErrInvalidPayload, "", err.Error())
 	}
 	out, err := jcs.Transform(b)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidPayload, err)
+		return nil, tokend.Invalid(ErrInvalidPayload, "", err.Error())
 	}
 	return out, nil
 }

@@ -3,6 +3,8 @@ package token
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tokend/tokend"
 )
 
 // ErrInvalidStatus means a status cannot be stored as a token's outcome.
@@ -18,15 +20,15 @@ var ErrInvalidStatus = errors.New("token: invalid outcome status")
 func CheckOutcomeStatus(to State, status int) error {
 	switch {
 	case status < 100 || status > 599:
-		return fmt.Errorf("%w: %d is not an HTTP status (100-599)", ErrInvalidStatus, status)
+		return tokend.Invalid(ErrInvalidStatus, "status", fmt.Sprintf("%d is not an HTTP status (100-599)", status))
 	case !carriesBody(status):
-		return fmt.Errorf("%w: status %d cannot carry a body, and a stored outcome is replayed with its body", ErrInvalidStatus, status)
+		return tokend.Invalid(ErrInvalidStatus, "status", fmt.Sprintf("%d cannot carry a body, and a stored outcome is replayed with its body", status))
 	case to == Consumed && (status < 200 || status > 299):
-		return fmt.Errorf("%w: a consumed token's outcome needs a 2xx status, got %d", ErrInvalidStatus, status)
+		return tokend.Invalid(ErrInvalidStatus, "status", fmt.Sprintf("a consumed token's outcome needs a 2xx status, got %d", status))
 	case to == Failed && status < 400:
-		return fmt.Errorf("%w: a failed token's outcome needs a 4xx or 5xx status, got %d", ErrInvalidStatus, status)
+		return tokend.Invalid(ErrInvalidStatus, "status", fmt.Sprintf("a failed token's outcome needs a 4xx or 5xx status, got %d", status))
 	case to != Consumed && to != Failed:
-		return fmt.Errorf("%w: a %s token stores no outcome", ErrInvalidStatus, to)
+		return tokend.Invalid(ErrInvalidStatus, "status", fmt.Sprintf("a %s token stores no outcome", to))
 	}
 	return nil
 }

@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+
+	"github.com/tokend/tokend"
 )
 
 // SecretPrefix starts every token secret, so a leaked one is recognisable
@@ -80,7 +82,7 @@ func (k *Keyring) KeyIDs() []string { return slices.Clone(k.ids) }
 // wrapping ErrKeyRetired when it does not.
 func (k *Keyring) Check(keyID string) error {
 	if _, ok := k.keys[keyID]; !ok {
-		return fmt.Errorf("%w: %s", ErrKeyRetired, keyID)
+		return tokend.Refuse(ErrKeyRetired, "%s", keyID)
 	}
 	return nil
 }
@@ -111,6 +113,9 @@ func (k *Keyring) Derive(keyID, tenant, id string, nonce []byte) (Secret, error)
 	return Secret(SecretPrefix + base64.RawURLEncoding.EncodeToString(m.Sum(nil))), nil
 }
 
+// errMalformed is ErrMalformedSecret naming the refused input.
+var errMalformed = tokend.Invalid(ErrMalformedSecret, "token", "is not a well-formed token secret")
+
 // Secret is a token's bearer value. Its String method hides it, so a Secret
 // that reaches a log or an error message by accident gives nothing away.
 type Secret string
@@ -119,13 +124,13 @@ type Secret string
 func ParseSecret(s string) (Secret, error) {
 	body, ok := strings.CutPrefix(s, SecretPrefix)
 	if !ok || len(body) != base64.RawURLEncoding.EncodedLen(secretBytes) {
-		return "", ErrMalformedSecret
+		return "", errMalformed
 	}
 	// Strict rejects non-zero padding bits, so each secret has one spelling;
 	// the decoded length catches the CR and LF the decoder would skip.
 	b, err := base64.RawURLEncoding.Strict().DecodeString(body)
 	if err != nil || len(b) != secretBytes {
-		return "", ErrMalformedSecret
+		return "", errMalformed
 	}
 	return Secret(s), nil
 }

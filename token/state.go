@@ -3,6 +3,8 @@ package token
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tokend/tokend"
 )
 
 // State is where a token is in its life. The zero value is not a valid state.
@@ -97,7 +99,7 @@ func Next(from State, a Action) (State, error) {
 	if to, ok := transitions[from][a]; ok {
 		return to, nil
 	}
-	return "", fmt.Errorf("%w: %s from %s", ErrInvalidTransition, a, from)
+	return "", tokend.Refuse(ErrInvalidTransition, "%s from %s", a, from)
 }
 
 // BumpsGeneration reports whether a grants execution rights anew, so that a

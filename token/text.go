@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/tokend/tokend"
 )
 
 // ErrInvalidText: a string is not text Postgres can store (see ValidText).
@@ -34,12 +36,5 @@ func textError(name, value string) error {
 	if utf8.ValidString(value) {
 		why = "holds a NUL character"
 	}
-	return &textErr{name: name, why: why}
+	return tokend.Invalid(ErrInvalidText, name, why+" (text must be valid UTF-8 without NUL)")
 }
-
-type textErr struct{ name, why string }
-
-func (e *textErr) Error() string {
-	return e.name + " " + e.why + " (text must be valid UTF-8 without NUL)"
-}
-func (e *textErr) Unwrap() error { return ErrInvalidText }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/token"
 )
 
@@ -29,7 +30,9 @@ func TestValidText(t *testing.T) {
 		}
 	}
 	err := token.CheckText("subject", "ok", "reason", "a\x00")
-	if !errors.Is(err, token.ErrInvalidText) || err.Error() != "reason holds a NUL character (text must be valid UTF-8 without NUL)" {
+	var inv *tokend.InvalidInputError
+	if !errors.Is(err, token.ErrInvalidText) || !errors.As(err, &inv) ||
+		inv.Field != "reason" || inv.Reason != "holds a NUL character (text must be valid UTF-8 without NUL)" {
 		t.Errorf("CheckText = %v", err)
 	}
 	if err := token.CheckText("subject", "ok"); err != nil {

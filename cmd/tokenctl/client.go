@@ -58,7 +58,7 @@ func unreachable(err error) (msg string, ok bool) {
 		why = "the host name " + strconv.Quote(dns.Name) + " does not resolve"
 	case errors.As(err, &cert), errors.As(err, &unknown):
 		why, hint = "its TLS certificate is not trusted", "check the certificate, or the host name in TOKENCTL_URL"
-	case errors.As(err, &header), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+	case errors.As(err, &header), errors.Is(err, http.ErrSchemeMismatch):
 		why, hint = "it does not speak TLS there", "use http:// in TOKENCTL_URL, or the proxy that terminates TLS"
 	case ue.Timeout():
 		why, hint = "no answer came in time", "is tokend or the network between overloaded? try again, or check TOKENCTL_URL"

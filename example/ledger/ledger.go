@@ -3,7 +3,8 @@
 // and ledger.debit operations in the spend's own transaction.
 //
 // It is built like an embedder's business, on the public API only: its
-// handlers and built-in policies join a consume.Registry with Register, and
+// handlers are typed (consume.RegisterFunc reads each payload into a
+// Payload and declares the operation in the same call), and
 // its tables come from a migration set of its own (Migrate), applied after
 // tokend's. tokend's own packages and migrations know nothing of it.
 package ledger
@@ -24,7 +25,6 @@ import (
 
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/db"
-	"github.com/tokend/tokend/internal/jsonread"
 	"github.com/tokend/tokend/operation"
 )
 
@@ -67,11 +67,31 @@ type Failure struct {
 // ParsePayload decodes and validates b strictly. Its error is a
 // *consume.PayloadError naming the field and the rule broken.
 func ParsePayload(b []byte) (Payload, error) {
+	if err := consume.CheckPayload(b); err != nil {
+		return Payload{}, err
+	}
+	return parseChecked(b)
+}
+
+// UnmarshalJSON is ParsePayload after consume.CheckPayload, which
+// consume.Func has already run; it makes Payload read itself, with the
+// ledger's own rules, when consume.Func decodes a payload into one.
+func (p *Payload) UnmarshalJSON(b []byte) error {
+	v, err := parseChecked(b)
+	if err != nil {
+		return err
+	}
+	*p = v
+	return nil
+}
+
+// parseChecked is ParsePayload on a payload consume.CheckPayload accepted.
+func parseChecked(b []byte) (Payload, error) {
 	fields, err := decodeObject(b)
 	if err != nil {
 		return Payload{}, err
 	}
-	// The one reading the payload digest also has (internal/jsonread):
+	// The one reading the payload digest also has (consume.CheckPayload):
 	// "Amount" is not "amount", and a member given twice is refused.
 	var p Payload
 	for _, name := range slices.Sorted(maps.Keys(fields)) {
@@ -110,18 +130,11 @@ var (
 	ruleAmount  = "must be an integer from 1 to " + strconv.FormatInt(MaxAmount, 10)
 )
 
-// decodeObject splits a JSON object into its members, each left raw. It is
-// the ledger's one JSON decoding step.
+// decodeObject splits a JSON object, one consume.CheckPayload accepted,
+// into its members, each left raw. It is the ledger's one JSON decoding
+// step. The check refused what a map would silently read one way (a member
+// given twice, invalid UTF-8), so the map keys are exact.
 func decodeObject(b []byte) (map[string]json.RawMessage, error) {
-	// jsonread first: it refuses what a map would silently read one way
-	// (a member given twice, invalid UTF-8); the map keys are then exact.
-	if err := jsonread.Check(b); err != nil {
-		var refused *jsonread.Error
-		if errors.As(err, &refused) {
-			return nil, &consume.PayloadError{Rule: refused.Error()}
-		}
-		return nil, err
-	}
 	var fields map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&fields); err != nil || fields == nil || dec.More() {
@@ -130,32 +143,15 @@ func decodeObject(b []byte) (map[string]json.RawMessage, error) {
 	return fields, nil
 }
 
-// handler runs one of the ledger's operations on a valid payload. It is a
-// consume.Validator, so a payload it would refuse is refused at issue.
-type handler func(ctx context.Context, tx pgx.Tx, c consume.Call, p Payload) (consume.Outcome, error)
-
-// Execute parses the payload and runs h.
-func (h handler) Execute(ctx context.Context, tx pgx.Tx, c consume.Call) (consume.Outcome, error) {
-	p, err := ParsePayload(c.Payload)
-	if err != nil {
-		return consume.Outcome{}, err
-	}
-	return h(ctx, tx, c, p)
-}
-
-// Validate refuses what Execute would refuse before touching the ledger.
-func (h handler) Validate(payload []byte) error {
-	_, err := ParsePayload(payload)
-	return err
-}
-
 // Register adds the ledger's operations to r as built-ins: every tenant
 // can issue them without declaring them, in atomic mode, with trace_id left
-// out of the payload digest.
+// out of the payload digest. consume.RegisterFunc reads each payload into a
+// Payload (ParsePayload's rules) before credit or debit runs, and refuses at
+// issue a payload they would refuse.
 func Register(r *consume.Registry) {
 	ignored := []string{"trace_id"}
-	r.RegisterBuiltin(operation.Policy{Name: Credit, IgnoredFields: ignored}, handler(credit))
-	r.RegisterBuiltin(operation.Policy{Name: Debit, IgnoredFields: ignored}, handler(debit))
+	consume.RegisterFunc(r, operation.Policy{Name: Credit, IgnoredFields: ignored}, credit)
+	consume.RegisterFunc(r, operation.Policy{Name: Debit, IgnoredFields: ignored}, debit)
 }
 
 func credit(ctx context.Context, tx pgx.Tx, c consume.Call, p Payload) (consume.Outcome, error) {

@@ -9,13 +9,14 @@ import (
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/migrations"
+	"github.com/tokend/tokend/tokendtest"
 )
 
 // TestCoreSchemaHasNoLedgerTables: a program that applies tokend's
 // migrations alone gets no ledger table; the ledger's set adds them.
 func TestCoreSchemaHasNoLedgerTables(t *testing.T) {
 	t.Parallel()
-	conn := connect(t, pgtest.NewEmptyURL(t))
+	conn := connect(t, tokendtest.NewEmptyURL(t))
 	if _, err := migrations.Schema.Apply(t.Context(), conn); err != nil {
 		t.Fatal(err)
 	}

@@ -157,7 +157,7 @@ func TestInvalidActions(t *testing.T) {
 		{"reconcile page of an issued token", http.MethodGet, "/console/tokens/" + issued + "/reconcile", nil, http.StatusConflict, "Only a token whose outcome is unknown"},
 		{"reconcile an issued token", http.MethodPost, "/console/tokens/" + issued + "/reconcile", url.Values{"csrf": {csrf}, "outcome": {"succeeded"}}, http.StatusConflict, "Not reconciled"},
 		{"no outcome", http.MethodPost, "/console/tokens/" + unknown + "/reconcile", url.Values{"csrf": {csrf}}, http.StatusUnprocessableEntity, "Not reconciled"},
-		{"result that is not JSON", http.MethodPost, "/console/tokens/" + unknown + "/reconcile", url.Values{"csrf": {csrf}, "outcome": {"succeeded"}, "result": {"{oops"}}, http.StatusUnprocessableEntity, "the result is not JSON"},
+		{"result that is not JSON", http.MethodPost, "/console/tokens/" + unknown + "/reconcile", url.Values{"csrf": {csrf}, "outcome": {"succeeded"}, "result": {"{oops"}}, http.StatusUnprocessableEntity, "Not reconciled: result: is not JSON"},
 		{"success with a failure status", http.MethodPost, "/console/tokens/" + unknown + "/reconcile", url.Values{"csrf": {csrf}, "outcome": {"succeeded"}, "status": {"500"}}, http.StatusUnprocessableEntity, "needs a 2xx status"},
 		{"no such token", http.MethodGet, "/console/tokens/" + token.NewID(), nil, http.StatusNotFound, "has no token"},
 		{"no such state", http.MethodGet, "/console/tokens?state=lost", nil, http.StatusBadRequest, "no token state"},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/admin"
 	"github.com/tokend/tokend/inspect"
 	"github.com/tokend/tokend/internal/jsonread"
@@ -237,14 +238,15 @@ func (c *Console) reconcile(g *gin.Context) {
 		rec, err = admin.Reconcile(g.Request.Context(), c.pool, s.Tenant, g.Param("id"), r)
 		c.notify(g, rec, err)
 	}
+	var invalid *tokend.InvalidInputError
 	switch {
-	case errors.Is(err, admin.ErrInvalidRequest):
+	case errors.As(err, &invalid):
 		rec, ok := c.token(g)
 		if !ok {
 			return
 		}
 		d.Token = rec
-		d.Problem = "Not reconciled: " + strings.TrimPrefix(err.Error(), admin.ErrInvalidRequest.Error()+": ") + "."
+		d.Problem = "Not reconciled: " + invalid.Detail() + "."
 		c.pages.render(g.Writer, http.StatusUnprocessableEntity, "reconcile.html", &s, d)
 	case errors.Is(err, token.ErrNotFound):
 		c.problem(g, http.StatusNotFound, "Your tenant has no token "+strconv.Quote(g.Param("id"))+".")
@@ -264,13 +266,13 @@ func (d reconcileData) reconciliation(actor string) (admin.Reconciliation, error
 	if d.Status != "" {
 		n, err := strconv.Atoi(d.Status)
 		if err != nil {
-			return r, fmt.Errorf("%w: the status is not a number", admin.ErrInvalidRequest)
+			return r, tokend.Invalid(admin.ErrInvalidRequest, "status", "is not a number")
 		}
 		r.Status = n
 	}
 	if d.Result != "" {
 		if err := jsonread.Check([]byte(d.Result)); err != nil {
-			return r, fmt.Errorf("%w: the result is not JSON that reads one way: %w", admin.ErrInvalidRequest, err)
+			return r, tokend.Invalid(admin.ErrInvalidRequest, "result", "is not JSON that reads one way: "+err.Error())
 		}
 		r.Result = json.RawMessage(d.Result)
 	}

@@ -163,6 +163,8 @@ type problem struct {
 	Status int    `json:"status"`
 	Detail string `json:"detail"`
 	Code   string `json:"code"`
+	Field  string `json:"field"`
+	Reason string `json:"reason"`
 }
 
 // wantProblem fails the test unless res is a problem with status and code,

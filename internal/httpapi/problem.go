@@ -9,11 +9,12 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/gin-gonic/gin"
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/admin"
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/inspect"
@@ -32,6 +33,11 @@ type Problem struct {
 	Detail string `json:"detail"`
 	// Code is the stable, machine-readable reason, e.g. "token_not_found".
 	Code string `json:"code"`
+	// Field and Reason, on an invalid_request, name the refused input and
+	// say why ("ttl_seconds", "must be a positive integer"); the detail
+	// says both too.
+	Field  string `json:"field,omitempty"`
+	Reason string `json:"reason,omitempty"`
 	// RetryAfter, when positive, is sent as the Retry-After header, in seconds.
 	RetryAfter int `json:"-"`
 }
@@ -77,8 +83,9 @@ type mapping struct {
 	code   string
 	title  string
 	detail string
-	// wraps: the text err adds after target's ("%w: ...") completes the
-	// detail. Off where it could tell one missing token from another.
+	// wraps: the detail of err's *tokend.InvalidInputError or
+	// *tokend.RefusalError completes the detail. Off where it could tell one
+	// missing token from another.
 	wraps bool
 }
 
@@ -127,7 +134,7 @@ func problemFor(err error) Problem {
 	case errors.As(err, &payload):
 		// A handler's refusal, at issue or at spend: the field and the rule.
 		return Problem{Status: http.StatusBadRequest, Code: "invalid_request", Title: "Invalid request",
-			Detail: "invalid payload: " + payload.Detail()}
+			Detail: "invalid payload: " + payload.Detail(), Field: joinField("payload", payload.Field), Reason: payload.Rule}
 	case errors.As(err, &tooLarge):
 		return Problem{Status: http.StatusRequestEntityTooLarge, Code: "payload_too_large", Title: "Payload too large",
 			Detail: fmt.Sprintf("the request body exceeds %d bytes", tooLarge.Limit)}
@@ -154,10 +161,18 @@ func problemFor(err error) Problem {
 			continue
 		}
 		p := Problem{Status: m.status, Code: m.code, Title: m.title, Detail: m.detail}
-		if m.wraps {
-			if s := wrapped(err.Error()); s != "" {
-				p.Detail += ": " + s
+		var (
+			invalid *tokend.InvalidInputError
+			refusal *tokend.RefusalError
+		)
+		switch {
+		case errors.As(err, &invalid):
+			p.Field, p.Reason = invalid.Field, invalid.Reason
+			if m.wraps && invalid.Detail() != "" {
+				p.Detail += ": " + invalid.Detail()
 			}
+		case m.wraps && errors.As(err, &refusal):
+			p.Detail += ": " + refusal.Detail
 		}
 		return p
 	}
@@ -168,27 +183,11 @@ func problemFor(err error) Problem {
 	return Problem{Status: http.StatusInternalServerError, Code: "internal", Title: "Internal error"}
 }
 
-// wrapped returns what msg adds to the sentinels it quotes: "payload:
-// duplicate key" of "intent: invalid request: payload: token: invalid
-// payload: duplicate key".
-func wrapped(msg string) string {
-	start := -1
-	for _, m := range mappings {
-		prefix := m.target.Error() + ": "
-		if i := strings.Index(msg, prefix); m.wraps && i >= 0 && (start < 0 || i+len(prefix) < start) {
-			start = i + len(prefix)
-		}
+func joinField(outer, inner string) string {
+	if inner == "" {
+		return outer
 	}
-	if start < 0 {
-		return ""
-	}
-	rest := msg[start:]
-	for _, m := range mappings {
-		if m.wraps {
-			rest = strings.ReplaceAll(rest, m.target.Error()+": ", "")
-		}
-	}
-	return rest
+	return outer + "." + inner
 }
 
 // notText reports whether err is Postgres refusing a string it cannot store:
@@ -196,7 +195,7 @@ func wrapped(msg string) string {
 // untranslatable character (\u0000 in jsonb).
 func notText(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "22021" || pgErr.Code == "22P05")
+	return errors.As(err, &pgErr) && (pgErr.Code == pgerrcode.CharacterNotInRepertoire || pgErr.Code == pgerrcode.UntranslatableCharacter)
 }
 
 // unavailable reports whether err means the database cannot be reached or
@@ -205,12 +204,12 @@ func unavailable(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
-		case "57P01", "57P02", "57P03", // shutting down, starting up
-			"53300",          // too many connections
-			"40001", "40P01": // serialization failure, deadlock: safe to retry
+		case pgerrcode.AdminShutdown, pgerrcode.CrashShutdown, pgerrcode.CannotConnectNow, // shutting down, starting up
+			pgerrcode.TooManyConnections,
+			pgerrcode.SerializationFailure, pgerrcode.DeadlockDetected: // safe to retry
 			return true
 		}
-		return strings.HasPrefix(pgErr.Code, "08") // connection exception
+		return pgerrcode.IsConnectionException(pgErr.Code)
 	}
 	var (
 		connErr *pgconn.ConnectError
