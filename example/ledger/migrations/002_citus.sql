@@ -1,4 +1,4 @@
--- Citus (the same block as tokend's 012_citus): where the citus extension
+-- Citus (the same block as tokend's 013_citus): where the citus extension
 -- is present, distribute every table of this schema that is still local. Tables with a tenant_id column are
 -- distributed by it, co-located with tokens (so a statement on one tenant
 -- runs on one worker, joins and foreign keys included), parents before the
