@@ -12,10 +12,5 @@ import (
 // Citus distributes it.
 func TestEveryStatementRuns(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
-	for name, sql := range operation.Statements {
-		if err := pgtest.Runs(t, pool, sql); err != nil {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
+	pgtest.RunsAll(t, operation.Statements)
 }

@@ -11,12 +11,7 @@ import (
 // Citus distributes it.
 func TestEveryStatementRuns(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
-	for name, sql := range map[string]string{
+	pgtest.RunsAll(t, map[string]string{
 		"create": createSQL, "resolve": resolveSQL, "revoke": revokeSQL, "notify": notifySQL, "live": liveSQL,
-	} {
-		if err := pgtest.Runs(t, pool, sql); err != nil {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
+	})
 }

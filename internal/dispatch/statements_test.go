@@ -11,15 +11,10 @@ import (
 // (TOKEND_TEST_CITUS_DIR) proves Citus distributes it.
 func TestEveryStatementRuns(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
-	for name, sql := range map[string]string{
+	pgtest.RunsAll(t, map[string]string{
 		"lock tenant": lockTenantSQL, "create": createSQL, "rotate": rotateSQL, "list": listSQL, "get": getSQL,
 		"set enabled": setEnabledSQL, "delete": deleteSQL, "redeliver": redeliverSQL, "recent": recentSQL,
 		"tenants": tenantsSQL, "behind": behindSQL, "fan out": fanOutSQL, "claim lock": claimLockSQL,
 		"claim": claimSQL, "due tenants": dueTenantsSQL, "delivered": deliveredSQL, "failed": failedSQL, "undelivered": undeliveredSQL,
-	} {
-		if err := pgtest.Runs(t, pool, sql); err != nil {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
+	})
 }

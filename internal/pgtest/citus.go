@@ -248,3 +248,16 @@ func sampleArg(oid uint32) any {
 	}
 	return nil
 }
+
+// RunsAll reports, as test errors by name, each of statements that does not
+// run (see Runs) on a fresh migrated database: the statement tests of every
+// package that holds SQL are this one call.
+func RunsAll(t *testing.T, statements map[string]string) {
+	t.Helper()
+	pool := NewPool(t)
+	for name, sql := range statements {
+		if err := Runs(t, pool, sql); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
