@@ -104,7 +104,7 @@ type Issued struct {
 // Issuer issues tokens whose secrets derive from its keyring.
 type Issuer struct {
 	keys *token.Keyring
-	// policies spares each issue a policy lookup; store.IssueSQL checks the
+	// policies spares each issue a policy lookup; store.Issue checks the
 	// cached policy's version, so a stale one is never used.
 	policies *operation.Cache
 	handlers Handlers // nil: no built-ins; payloads are only checked to be JSON
@@ -330,7 +330,7 @@ func (is *Issuer) replay(ctx context.Context, q db.DBTX, req Request, refusal er
 
 // insert tries to claim the intent. ok is false when it was already claimed;
 // the error is errStalePolicy when c's policy is no longer the operation's.
-func (c *candidate) insert(ctx context.Context, q db.DBTX) (Issued, bool, error) {
+func (c *candidate) insert(ctx context.Context, q store.Batcher) (Issued, bool, error) {
 	r := c.req
 	rec := token.Record{
 		Tenant: r.Tenant, ID: c.id, Operation: r.Operation, IntentID: r.IntentID,
@@ -344,10 +344,10 @@ func (c *candidate) insert(ctx context.Context, q db.DBTX) (Issued, bool, error)
 		IgnoredFields: c.policy.IgnoredFields, EventOutcome: c.policy.EventOutcome,
 	})
 	switch {
+	case errors.Is(err, store.ErrStalePolicy):
+		return Issued{}, false, errStalePolicy
 	case err != nil:
 		return Issued{}, false, err
-	case !out.Current:
-		return Issued{}, false, errStalePolicy
 	case out.CreatedAt == nil:
 		return Issued{}, false, nil // the intent is taken
 	}

@@ -115,11 +115,14 @@ type redeclaringTx struct {
 	redeclare func()
 }
 
-func (tx redeclaringTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if strings.Contains(sql, "INSERT INTO tokens") {
-		tx.redeclare()
+func (tx redeclaringTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	for _, q := range b.QueuedQueries {
+		if strings.Contains(q.SQL, "INSERT INTO tokens") {
+			tx.redeclare()
+			break
+		}
 	}
-	return tx.Tx.QueryRow(ctx, sql, args...)
+	return tx.Tx.SendBatch(ctx, b)
 }
 
 // An issue that keeps finding its operation redeclared under it gives up

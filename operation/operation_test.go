@@ -242,8 +242,7 @@ func TestDeleteWaitsForConcurrentIssue(t *testing.T) {
 			t.Fatalf("Delete = %v while an issue of the operation was uncommitted; want it to wait for the issue", err)
 		case <-time.After(10 * time.Millisecond):
 		}
-		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting); err != nil {
+		if err := pool.QueryRow(ctx, pgtest.LockWaitsSQL).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -40,7 +40,7 @@ ON CONFLICT (tenant_id, name) DO UPDATE SET
 RETURNING version`
 
 // lockSQL takes the declaration's row lock, waiting for the issues that hold
-// it shared (internal/store IssueSQL locks it FOR KEY SHARE) to commit, so
+// it shared (internal/store PolicyCurrentSQL locks it FOR KEY SHARE) to commit, so
 // that the statement after it sees their tokens.
 const lockSQL = `SELECT version FROM operations WHERE tenant_id = $1 AND name = $2 FOR UPDATE`
 

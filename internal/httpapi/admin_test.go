@@ -249,7 +249,9 @@ func TestAdminListFilters(t *testing.T) {
 	debit := a.issue(key, "i-2", `{"operation":"ledger.debit","subject":"alice","ttl_seconds":300}`)
 	later := a.credit(key, "i-3", "alice", false)
 	// Split on creation strictly: later was created an hour after the others.
-	a.exec(`UPDATE tokens SET created_at = created_at + interval '1 hour' WHERE id = $1`, later.ID)
+	// A timestamp, not a timestamptz, plus an interval: immutable, which Citus
+	// takes in an UPDATE over a column.
+	a.exec(`UPDATE tokens SET created_at = (created_at AT TIME ZONE 'UTC' + interval '1 hour') AT TIME ZONE 'UTC' WHERE id = $1`, later.ID)
 	split := a.inspect(a.operator(), later.ID).CreatedAt
 
 	tests := []struct {

@@ -17,7 +17,7 @@ func TestEveryTransitionRecordsItsEvent(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
 	statements := map[string]string{
-		"issue": store.IssueSQL, "forget": store.ForgetSQL, "finish": store.FinishSQL, "lapse": store.LapseSQL,
+		"issue": store.IssueEventSQL, "forget": store.ForgetEventSQL, "finish": store.FinishSQL, "lapse": store.LapseSQL,
 		"lease": store.LeaseSQL, "finish lease": store.FinishLeaseSQL, "report unknown": store.ReportUnknownSQL,
 		"revoke": store.RevokeSQL, "reconcile outcome": store.ReconcileOutcomeSQL,
 		"reconcile not executed":  store.ReconcileNotExecutedSQL,
@@ -41,7 +41,8 @@ func TestEveryTransitionRecordsItsEvent(t *testing.T) {
 		"purge tenants": store.SweepPurge.Tenants, "delete events tenants": store.DeleteEvents.Tenants,
 		"delete deliveries tenants": store.DeleteDeliveries.Tenants,
 		"unresolved":                store.UnresolvedSQL, "unresolved, one tenant": store.UnresolvedTenantSQL, "try lock": store.TryLockSQL,
-		"bounded lock": store.LockBoundedSQL,
+		"bounded lock": store.LockBoundedSQL, "issue's insert": store.IssueSQL, "issue's policy check": store.PolicyCurrentSQL,
+		"forget's delete": store.ForgetSQL,
 	} {
 		if strings.Contains(sql, "token_events (") {
 			t.Errorf("%s writes an event", name)

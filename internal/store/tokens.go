@@ -6,46 +6,61 @@ import (
 	"github.com/tokend/tokend/inspect"
 )
 
-// IssueSQL claims an intent and records the issue event in one statement,
-// provided the policy the candidate was built under ($14, its Version) is
-// still the operation's: policies come from an in-process cache. The token
-// keeps a copy of that policy ($12, $15 to $19), which is what its spends,
-// lease grants and replays go by. It returns one row: whether the policy was
-// current, and the times when a token was inserted (NULL when the intent was
-// taken or the policy changed).
+// Issuing a token is three statements sent together (Issue): IssueSQL,
+// IssueEventSQL and PolicyCurrentSQL. They are separate statements, each on
+// one tenant, so that on Citus each runs on the one worker holding the
+// tenant and the transaction commits there in one phase. As one statement
+// (a CTE feeding INSERT … SELECT) Citus ran it through the coordinator and
+// committed it with two-phase commit; a worker restarting between the two
+// phases left a token whose issue had been answered invisible until Citus
+// recovered the transaction, and its spend answered 404 meanwhile.
+
+// IssueSQL claims an intent: it inserts the token unless the intent is
+// taken. The token keeps a copy of the policy it was issued under ($12,
+// $14 to $18). It returns the times of the token inserted, no row when the
+// intent was taken.
+const IssueSQL = `
+INSERT INTO tokens (tenant_id, id, operation, intent_id, subject,
+                    secret_hash, secret_nonce, secret_key_id, fingerprint, payload_digest,
+                    ttl_seconds, retention_seconds, state, expires_at, retain_until,
+                    mode, on_lease_expiry, lease_seconds, ignored_fields, event_outcome)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::integer, $12::integer, 'issued',
+        now() + make_interval(secs => $11::integer),
+        now() + make_interval(secs => $11::integer + $12::integer),
+        $13, $14, $15, $16, $17)
+ON CONFLICT (tenant_id, operation, intent_id) DO NOTHING
+RETURNING created_at, expires_at, retain_until`
+
+// IssueEventSQL records the issue event of token $2 of tenant $1 ($3 the
+// actor), after IssueSQL in the same transaction. Token ids are new at
+// each issue, so a token with this id exists only if IssueSQL inserted it.
+var IssueEventSQL = recordSQL(`tenant_id = $1 AND id = $2`,
+	Event{Actor: "$3", Kind: "'issued'", To: "'issued'", Generation: "0"})
+
+// PolicyCurrentSQL checks, after IssueSQL in the same transaction, that
+// the policy the token was issued under ($3, its Version: policies come
+// from an in-process cache) is still operation $2's of tenant $1, and
+// fails the statement, and so the transaction, with SQLSTATE TD001
+// (ErrStalePolicy) when it is not.
 //
 // The declaration's row is locked FOR KEY SHARE until the issue commits:
 // that does not wait for redeclarations (an update of non-key columns), but
 // makes a concurrent operation.Delete wait and then see this token, so no
-// token outlives its declaration unfinished. A built-in operation without a
-// row has nothing to lock and cannot be deleted.
-var IssueSQL = Transition{
-	With: []string{`pol AS (
-    SELECT coalesce((SELECT version FROM operations WHERE tenant_id = $1 AND name = $3 FOR KEY SHARE), 0) = $14 AS current
-)`},
-	Change: `
-    INSERT INTO tokens (tenant_id, id, operation, intent_id, subject,
-                        secret_hash, secret_nonce, secret_key_id, fingerprint, payload_digest,
-                        ttl_seconds, retention_seconds, state, expires_at, retain_until,
-                        mode, on_lease_expiry, lease_seconds, ignored_fields, event_outcome)
-    SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::integer, $12::integer, 'issued',
-           now() + make_interval(secs => $11::integer),
-           now() + make_interval(secs => $11::integer + $12::integer),
-           $15, $16, $17, $18, $19
-    FROM pol WHERE pol.current
-    ON CONFLICT (tenant_id, operation, intent_id) DO NOTHING
-    RETURNING tenant_id, id, operation, subject, created_at, expires_at, retain_until`,
-	Event:  Event{Actor: "$13", Kind: "'issued'", To: "'issued'", Generation: "0"},
-	Result: `SELECT pol.current, u.created_at, u.expires_at, u.retain_until FROM pol LEFT JOIN u ON true`,
-}.SQL()
+// token outlives its declaration unfinished; or, when the delete committed
+// first, this check fails. A built-in operation without a row has nothing
+// to lock and cannot be deleted.
+const PolicyCurrentSQL = `
+SELECT tokend_policy_current(
+    coalesce((SELECT version FROM operations WHERE tenant_id = $1 AND name = $2 FOR KEY SHARE), 0), $3::bigint)`
 
-// ForgetSQL purges a token whose intent retention has passed ($3 the actor).
-var ForgetSQL = Transition{
-	Change: `
-    DELETE FROM tokens WHERE tenant_id = $1 AND id = $2
-    RETURNING tenant_id, id, operation, subject, state, generation`,
-	Event: purged("$3"),
-}.SQL()
+// ForgetEventSQL records the purge of a token whose intent retention has
+// passed ($3 the actor); ForgetSQL then deletes it. The token is locked
+// (ExistingSQL) when these run, so the event sees the row the delete
+// removes.
+var ForgetEventSQL = recordSQL(`tenant_id = $1 AND id = $2`, purged("$3"))
+
+// ForgetSQL deletes the token ForgetEventSQL recorded.
+const ForgetSQL = `DELETE FROM tokens WHERE tenant_id = $1 AND id = $2`
 
 // FinishSQL stores an atomic spend's outcome and its event. The intent is
 // remembered for the retention period from now, however late this is.

@@ -44,11 +44,7 @@ func (t Transition) SQL() string {
 		b.WriteString(",\n")
 	}
 	fmt.Fprintf(&b, "u AS (\n%s\n)", strings.TrimSpace(t.Change))
-	e := t.Event
-	null := func(s string) string { return cmp.Or(s, "NULL") }
-	insert := fmt.Sprintf("INSERT INTO token_events (%s)\nSELECT tenant_id, id, operation, subject, %s, %s, %s, %s, %s, %s, %s, %s FROM u",
-		eventColumns, e.Actor, e.Kind, null(e.From), e.To, cmp.Or(e.Generation, "generation"),
-		null(e.Detail), null(e.OutcomeStatus), null(e.OutcomeBody))
+	insert := "INSERT INTO token_events (" + eventColumns + ")\n" + t.Event.selectFrom("u")
 	if t.Result == "" {
 		b.WriteString("\n")
 		b.WriteString(insert)
@@ -56,4 +52,26 @@ func (t Transition) SQL() string {
 	}
 	fmt.Fprintf(&b, ", ev AS (\n%s\n)\n%s", insert, strings.TrimSpace(t.Result))
 	return b.String()
+}
+
+// recordSQL is a statement that records e for each token where holds, read
+// from the tokens table itself rather than from a change's RETURNING: an
+// INSERT … SELECT from one tenant's tokens, which Citus runs on the worker
+// holding the tenant, in the transaction's one phase.
+//
+// Its seq is 0, which the table's trigger (migrations 012, 014) replaces
+// where the row is stored: the identity's default is a volatile function,
+// which would send the statement through the Citus coordinator.
+func recordSQL(where string, e Event) string {
+	return "INSERT INTO token_events (seq, " + eventColumns + ") OVERRIDING SYSTEM VALUE\n" +
+		strings.Replace(e.selectFrom("tokens"), "SELECT ", "SELECT 0, ", 1) + "\nWHERE " + where
+}
+
+// selectFrom renders the SELECT of e's values over the rows of from, which
+// has the token columns tenant_id, id, operation, subject and generation.
+func (e Event) selectFrom(from string) string {
+	null := func(s string) string { return cmp.Or(s, "NULL") }
+	return fmt.Sprintf("SELECT tenant_id, id, operation, subject, %s, %s, %s, %s, %s, %s, %s, %s FROM %s",
+		e.Actor, e.Kind, null(e.From), e.To, cmp.Or(e.Generation, "generation"),
+		null(e.Detail), null(e.OutcomeStatus), null(e.OutcomeBody), from)
 }

@@ -1,0 +1,43 @@
+-- An issue is sent as three statements, each on one tenant (internal/store
+-- IssueSQL, IssueEventSQL, PolicyCurrentSQL), so that Citus commits it on
+-- the one worker holding the tenant, in one phase. The check that the
+-- cached policy is still current comes last, after the insert; this
+-- function fails the statement, and with it the transaction or savepoint,
+-- when it is not: SQLSTATE TD001, which tokend reads as "policy changed,
+-- read it again and retry".
+CREATE FUNCTION tokend_policy_current(current_version bigint, issued_under bigint) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF current_version IS DISTINCT FROM issued_under THEN
+        RAISE EXCEPTION 'operation policy changed: version % is current, the token was built under %', current_version, issued_under
+            USING ERRCODE = 'TD001';
+    END IF;
+    RETURN true;
+END
+$$;
+
+-- The issue's event is recorded by an INSERT … SELECT from the token's row
+-- (IssueEventSQL). Citus runs such a statement on the worker, in the
+-- transaction's one phase, only when it calls no volatile function; the
+-- defaults of token_events called three (seq's identity, event_id's random
+-- id, xid's transaction id), so Citus ran it through the coordinator and
+-- committed with two phases. The trigger of 012, which runs where the row
+-- is stored, now fills all three: the id and xid when not given, seq when
+-- given as 0 (OVERRIDING SYSTEM VALUE; the identity's sequence, which on
+-- Citus each worker holds with a range of its own).
+ALTER TABLE token_events ALTER COLUMN event_id DROP DEFAULT;
+
+ALTER TABLE token_events ALTER COLUMN xid DROP DEFAULT;
+
+CREATE OR REPLACE FUNCTION token_events_xid() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.xid := pg_current_xact_id();
+    IF NEW.event_id IS NULL THEN
+        NEW.event_id := 'evt_' || replace(gen_random_uuid()::text, '-', '');
+    END IF;
+    IF NEW.seq = 0 THEN
+        NEW.seq := nextval('token_events_seq_seq');
+    END IF;
+    RETURN NEW;
+END
+$$;
