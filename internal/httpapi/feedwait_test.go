@@ -149,6 +149,26 @@ func parked(t testing.TB, hub *feedwait.Hub, n int) {
 	}
 }
 
+// settled waits until the pool has sent no statement for three poll
+// intervals: the waiters' first reads and the wake-up of the hub's first
+// poll are over, however late they came on a loaded machine or a cluster.
+func settled(t *testing.T, tracer *countingTracer, interval time.Duration) {
+	t.Helper()
+	last, quiet := tracer.n.Load(), 0
+	for deadline := time.Now().Add(30 * time.Second); quiet < 3; {
+		if time.Now().After(deadline) {
+			t.Fatal("the pool kept sending statements for 30s after the waiters parked")
+		}
+		time.Sleep(interval)
+		n := tracer.n.Load()
+		if n == last {
+			quiet++
+		} else {
+			last, quiet = n, 0
+		}
+	}
+}
+
 // countingTracer counts the statements sent on a pool.
 type countingTracer struct{ n atomic.Int64 }
 
@@ -188,7 +208,7 @@ func TestEventFeedIdleWaitersIssueNoStatements(t *testing.T) {
 		go func() { done <- a.get(key, "/v1/events?wait=10") }()
 	}
 	parked(t, hub, waiters)
-	time.Sleep(3 * interval) // past the first poll's wake-up
+	settled(t, tracer, interval)
 	before := tracer.n.Load()
 	time.Sleep(20 * interval)
 	idle := tracer.n.Load() - before
