@@ -111,7 +111,8 @@ func ReconcileTx(ctx context.Context, tx pgx.Tx, tenant, id string, r Reconcilia
 		return token.Record{}, err
 	}
 	if r.Outcome == NotExecuted {
-		return transition(ctx, tx, tenant, id, token.Unknown, a, store.ReconcileNotExecutedSQL, tenant, id, r.Actor)
+		return transition(ctx, tx, tenant, id, token.Unknown, a, store.ReconcileNotExecutedSQL,
+			store.Moved{Tenant: tenant, ID: id, Actor: r.Actor}, tenant, id)
 	}
 	status, body := r.status(), token.OutcomeBody{TokenID: id, State: to}
 	if r.Outcome == Succeeded {
@@ -123,7 +124,8 @@ func ReconcileTx(ctx context.Context, tx pgx.Tx, tenant, id string, r Reconcilia
 	if err != nil {
 		return token.Record{}, tokend.Invalid(ErrInvalidRequest, "result", err.Error())
 	}
-	return transition(ctx, tx, tenant, id, token.Unknown, a, store.ReconcileOutcomeSQL, tenant, id, to, status, b, r.Actor, a)
+	return transition(ctx, tx, tenant, id, token.Unknown, a, store.ReconcileOutcomeSQL,
+		store.Moved{Tenant: tenant, ID: id, Actor: r.Actor, Kind: string(a)}, tenant, id, to, status, b)
 }
 
 // Reconcile is ReconcileTx in a transaction of its own.

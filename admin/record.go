@@ -18,8 +18,8 @@ var ErrInvalidRequest = errors.New("admin: invalid request")
 
 // transition is store.TransitionTx: the operator's conditional UPDATE, and
 // why it missed.
-func transition(ctx context.Context, tx pgx.Tx, tenant, id string, from token.State, a token.Action, stmt string, args ...any) (token.Record, error) {
-	return store.TransitionTx(ctx, tx, tenant, id, from, a, stmt, args...)
+func transition(ctx context.Context, tx pgx.Tx, tenant, id string, from token.State, a token.Action, s store.Step, m store.Moved, args ...any) (token.Record, error) {
+	return store.TransitionTx(ctx, tx, tenant, id, from, a, s, m, args...)
 }
 
 // inTx runs f in a transaction of its own, committed when f succeeds.

@@ -26,7 +26,8 @@ func RevokeTx(ctx context.Context, tx pgx.Tx, tenant, id, reason, actor string) 
 	if err := token.CheckText("reason", reason, "actor", actor); err != nil {
 		return token.Record{}, tokend.InvalidWith(ErrInvalidRequest, "", err)
 	}
-	return transition(ctx, tx, tenant, id, token.Issued, token.Revoke, store.RevokeSQL, tenant, id, reason, actor)
+	return transition(ctx, tx, tenant, id, token.Issued, token.Revoke, store.RevokeSQL,
+		store.Moved{Tenant: tenant, ID: id, Actor: actor, Extra: []any{reason}}, tenant, id)
 }
 
 // Revoke is RevokeTx in a transaction of its own.

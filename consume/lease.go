@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/db"
@@ -32,7 +33,8 @@ func (s *Spender) grantLease(ctx context.Context, tx pgx.Tx, req Request, t *loc
 		opID = token.NewOperationID()
 	}
 	l := &Lease{}
-	args := []any{req.Tenant, t.id, t.policy.LeaseSeconds, opID, req.Actor, a, t.state}
+	m := store.Moved{Tenant: req.Tenant, ID: t.id, Actor: req.Actor, Kind: string(a), From: string(t.state)}
+	args := []any{req.Tenant, t.id, t.policy.LeaseSeconds, opID}
 	scan := func(row pgx.Row) error {
 		if err := row.Scan(&l.Generation, &l.ExpiresAt, &l.OperationID); err != nil {
 			return fmt.Errorf("consume: grant lease: %w", err)
@@ -42,10 +44,10 @@ func (s *Spender) grantLease(ctx context.Context, tx pgx.Tx, req Request, t *loc
 	}
 	resp := Response{TokenID: t.id, State: to, Status: http.StatusAccepted, Lease: l}
 	if last != nil {
-		last.Queue(store.LeaseSQL, args...).QueryRow(scan)
+		store.LeaseSQL.Queue(last, m, args...).QueryRow(scan)
 		return resp, nil
 	}
-	if err := scan(tx.QueryRow(ctx, store.LeaseSQL, args...)); err != nil {
+	if err := store.LeaseSQL.QueryRow(ctx, tx, scan, m, args...); err != nil {
 		return Response{}, err
 	}
 	return leaseGranted(resp)
@@ -109,7 +111,7 @@ func FinishTx(ctx context.Context, tx pgx.Tx, a token.Action, r Report) (Recorde
 
 // finish is FinishTx on q, a transaction or, for Finish, the pool: the
 // report is one statement, its own transaction in autocommit.
-func finish(ctx context.Context, q db.DBTX, a token.Action, r Report) (Recorded, error) {
+func finish(ctx context.Context, q store.Batcher, a token.Action, r Report) (Recorded, error) {
 	to, err := token.Next(token.Pending, a)
 	if err != nil {
 		return Recorded{}, err
@@ -134,14 +136,14 @@ func finish(ctx context.Context, q db.DBTX, a token.Action, r Report) (Recorded,
 	}
 	rec := Recorded{TokenID: r.TokenID, State: to, Generation: r.Generation, Status: status}
 
-	var sql string
-	var args []any
+	m := store.Moved{Tenant: r.Tenant, ID: r.TokenID, Actor: r.Actor}
+	var tag pgconn.CommandTag
 	if a == token.ReportUnknown {
-		sql, args = store.ReportUnknownSQL, []any{r.Tenant, r.TokenID, r.Generation, r.Actor}
+		tag, err = store.ReportUnknownSQL.Run(ctx, q, m, r.Tenant, r.TokenID, r.Generation)
 	} else {
-		sql, args = store.FinishLeaseSQL, []any{r.Tenant, r.TokenID, r.Generation, to, status, body, r.Actor, a}
+		m.Kind = string(a)
+		tag, err = store.FinishLeaseSQL.Run(ctx, q, m, r.Tenant, r.TokenID, r.Generation, to, status, body)
 	}
-	tag, err := q.Exec(ctx, sql, args...)
 	if err != nil {
 		return Recorded{}, fmt.Errorf("consume: %s: %w", a, err)
 	}

@@ -26,9 +26,7 @@ func TestIssueCommitsOnOneWorker(t *testing.T) {
 	}
 	// Finish what earlier statements (the declaration) left, so that any
 	// row after this is the issue's.
-	if _, err := pool.Exec(ctx, `SELECT recover_prepared_transactions()`); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.RecoverTwoPhase(t, pool)
 	declared := request("declared")
 	declared.Operation = "shop.checkout"
 	if _, err := is.Issue(ctx, pool, declared); err != nil {
@@ -48,7 +46,7 @@ func TestIssueCommitsOnOneWorker(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := count(t, pool, `SELECT count(*) FROM pg_dist_transaction`); n != 0 {
+	if n := pgtest.TwoPhaseCommits(t, pool); n != 0 {
 		t.Errorf("%d issues committed in two phases, want none", n)
 	}
 	if n := count(t, pool, `SELECT count(*) FROM tokens`); n != 3 {

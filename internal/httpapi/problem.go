@@ -206,7 +206,8 @@ func unavailable(err error) bool {
 		switch pgErr.Code {
 		case pgerrcode.AdminShutdown, pgerrcode.CrashShutdown, pgerrcode.CannotConnectNow, // shutting down, starting up
 			pgerrcode.TooManyConnections,
-			pgerrcode.SerializationFailure, pgerrcode.DeadlockDetected: // safe to retry
+			pgerrcode.SerializationFailure, pgerrcode.DeadlockDetected, // safe to retry
+			pgerrcode.LockNotAvailable: // a lock wait ran out: the statement changed nothing
 			return true
 		}
 		return pgerrcode.IsConnectionException(pgErr.Code)

@@ -66,6 +66,9 @@ func TestRefusalsThatAreNotBugs(t *testing.T) {
 		{"untranslatable character", fmt.Errorf("consume: %w", &pgconn.PgError{Code: "22P05"}), http.StatusBadRequest, "invalid_request", false},
 		{"operation changing", fmt.Errorf("%w: %q changed 3 times", intent.ErrOperationChanging, "pay.card"), http.StatusServiceUnavailable, "operation_changing", true},
 		{"invalid text", fmt.Errorf("%w: %w", intent.ErrInvalidRequest, token.CheckText("subject", "a\x00")), http.StatusBadRequest, "invalid_request", false},
+		// A handler's statement whose lock wait ran out (on Citus: a row a
+		// transaction in recovery still holds); it changed nothing.
+		{"lock wait ran out in a handler", fmt.Errorf("consume: ledger.credit: %w", &pgconn.PgError{Code: "55P03"}), http.StatusServiceUnavailable, "unavailable", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

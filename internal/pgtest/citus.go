@@ -184,6 +184,32 @@ func dropCitusDB(ctx context.Context, name string) error {
 	return errors.Join(errs...)
 }
 
+// TwoPhaseCommits counts the transactions on pool's database that Citus
+// committed with two phases and has not yet finished recovering: it keeps
+// each in pg_dist_transaction until its recovery (every
+// citus.recover_2pc_interval, or RecoverTwoPhase) has seen it committed on
+// every worker. Only on Citus.
+func TwoPhaseCommits(tb testing.TB, pool *pgxpool.Pool) int {
+	tb.Helper()
+	var n int
+	if err := pool.QueryRow(tb.Context(), `SELECT count(*) FROM pg_dist_transaction`).Scan(&n); err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
+// RecoverTwoPhase finishes the two-phase commits Citus has recorded on
+// pool's database, so that TwoPhaseCommits counts from zero.
+func RecoverTwoPhase(tb testing.TB, pool *pgxpool.Pool) {
+	tb.Helper()
+	if _, err := pool.Exec(tb.Context(), `SELECT recover_prepared_transactions()`); err != nil {
+		tb.Fatal(err)
+	}
+	if n := TwoPhaseCommits(tb, pool); n != 0 {
+		tb.Fatalf("%d two-phase commits left after recovery", n)
+	}
+}
+
 // LockWaitsSQL answers whether a statement on the test's database waits
 // for a lock. On Citus the wait is on a worker, where the coordinator's
 // pg_stat_activity does not see it; citus_lock_waits does.

@@ -18,17 +18,23 @@ import (
 // (TransitionTx): tests set it to move the token under the transition.
 var TestHookAfterMiss func()
 
-// TransitionTx runs stmt, a conditional UPDATE … WHERE state = from that
+// TransitionTx runs s, a conditional change … WHERE state = from that
 // returns the moved token (inspect.Columns), and when it matches no row
 // tells why: the token is missing or another tenant's (token.ErrNotFound)
 // or in another state (token.ErrInvalidState, with the state it is in). A
 // operator's transitions (revoke, reconcile) run here; what names them in
 // errors is a.
-func TransitionTx(ctx context.Context, tx pgx.Tx, tenant, id string, from token.State, a token.Action, stmt string, args ...any) (token.Record, error) {
+func TransitionTx(ctx context.Context, tx pgx.Tx, tenant, id string, from token.State, a token.Action, s Step, m Moved, args ...any) (token.Record, error) {
 	if !token.ValidID(id) {
 		return token.Record{}, token.ErrNotFound
 	}
-	rec, err := inspect.Scan(tx.QueryRow(ctx, stmt, args...))
+	var rec token.Record
+	scan := func(row pgx.Row) error {
+		var err error
+		rec, err = inspect.Scan(row)
+		return err
+	}
+	err := s.QueryRow(ctx, tx, scan, m, args...)
 	if !errors.Is(err, pgx.ErrNoRows) {
 		if err != nil {
 			return token.Record{}, fmt.Errorf("admin: %s: %w", a, err)
@@ -49,8 +55,7 @@ func TransitionTx(ctx context.Context, tx pgx.Tx, tenant, id string, from token.
 	// The token moved back into from between the UPDATE and the lock (an
 	// operator reconciled it, a lease lapsed). Now that the row is locked
 	// the UPDATE cannot miss.
-	rec, err = inspect.Scan(tx.QueryRow(ctx, stmt, args...))
-	if err != nil {
+	if err := s.QueryRow(ctx, tx, scan, m, args...); err != nil {
 		return token.Record{}, fmt.Errorf("admin: %s: %w", a, err)
 	}
 	return rec, nil

@@ -75,7 +75,7 @@ func LockError(err error) error {
 
 // Lapse records that a pending token's lease lapsed into unknown (LapseSQL).
 func Lapse(ctx context.Context, tx pgx.Tx, tenant, id, actor string) error {
-	if _, err := tx.Exec(ctx, LapseSQL, tenant, id, actor); err != nil {
+	if _, err := LapseSQL.Exec(ctx, tx, Moved{Tenant: tenant, ID: id, Actor: actor}, tenant, id); err != nil {
 		return fmt.Errorf("consume: lease lapse: %w", err)
 	}
 	return nil
@@ -96,12 +96,13 @@ type FinishParams struct {
 // on last to go with the COMMIT when last is not nil, at once in tx
 // otherwise.
 func Finish(ctx context.Context, tx pgx.Tx, last *pgx.Batch, p FinishParams) error {
-	args := []any{p.Tenant, p.TokenID, p.To, p.Status, p.Body, p.Actor, p.Action, p.From}
+	m := Moved{Tenant: p.Tenant, ID: p.TokenID, Actor: p.Actor, Kind: string(p.Action), From: string(p.From)}
+	args := []any{p.Tenant, p.TokenID, p.To, p.Status, p.Body}
 	if last != nil {
-		last.Queue(FinishSQL, args...)
+		FinishSQL.Queue(last, m, args...)
 		return nil
 	}
-	if _, err := tx.Exec(ctx, FinishSQL, args...); err != nil {
+	if _, err := FinishSQL.Exec(ctx, tx, m, args...); err != nil {
 		return fmt.Errorf("consume: store outcome: %w", err)
 	}
 	return nil

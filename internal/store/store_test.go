@@ -17,12 +17,27 @@ func TestEveryTransitionRecordsItsEvent(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
 	statements := map[string]string{
-		"issue": store.IssueEventSQL, "forget": store.ForgetEventSQL, "finish": store.FinishSQL, "lapse": store.LapseSQL,
-		"lease": store.LeaseSQL, "finish lease": store.FinishLeaseSQL, "report unknown": store.ReportUnknownSQL,
-		"revoke": store.RevokeSQL, "reconcile outcome": store.ReconcileOutcomeSQL,
-		"reconcile not executed":  store.ReconcileNotExecutedSQL,
+		"issue": store.IssueEventSQL, "forget": store.ForgetEventSQL,
 		"sweep lapse, one tenant": store.SweepLapse.Tenant, "sweep expire, one tenant": store.SweepExpire.Tenant,
 		"sweep purge, one tenant": store.SweepPurge.Tenant,
+	}
+	// A Step's change writes no event and its record one.
+	steps := map[string]store.Step{
+		"finish": store.FinishSQL, "lapse": store.LapseSQL, "lease": store.LeaseSQL, "finish lease": store.FinishLeaseSQL,
+		"report unknown": store.ReportUnknownSQL, "revoke": store.RevokeSQL, "reconcile outcome": store.ReconcileOutcomeSQL,
+		"reconcile not executed": store.ReconcileNotExecutedSQL,
+	}
+	for name, s := range steps {
+		statements[name] = s.Record
+		if strings.Contains(s.Change, "token_events") {
+			t.Errorf("%s: the change writes an event:\n%s", name, s.Change)
+		}
+		if !strings.Contains(s.Change, "transition_id = $") {
+			t.Errorf("%s: the change does not stamp its transition id:\n%s", name, s.Change)
+		}
+		if err := pgtest.Runs(t, pool, s.Change); err != nil {
+			t.Errorf("%s's change: %v\n%s", name, err, s.Change)
+		}
 	}
 	for name, sql := range statements {
 		if n := strings.Count(sql, "INSERT INTO token_events"); n != 1 {

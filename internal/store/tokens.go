@@ -62,103 +62,85 @@ var ForgetEventSQL = recordSQL(`tenant_id = $1 AND id = $2`, purged("$3"))
 // ForgetSQL deletes the token ForgetEventSQL recorded.
 const ForgetSQL = `DELETE FROM tokens WHERE tenant_id = $1 AND id = $2`
 
-// FinishSQL stores an atomic spend's outcome and its event. The intent is
+// FinishSQL stores an atomic spend's outcome; the caller's Moved gives the
+// event's kind (the action) and the state moved from. The intent is
 // remembered for the retention period from now, however late this is.
-var FinishSQL = Transition{
-	Change: `
+var FinishSQL = step("", "", `
     UPDATE tokens
     SET state = $3, result_status = $4, result_body = $5, finished_at = now(),
-        retain_until = greatest(retain_until, ` + nowPlusRetention + `)
-    WHERE tenant_id = $1 AND id = $2
-    RETURNING tenant_id, id, operation, subject, generation, result_status, ` + outcomeBody,
-	Event: Event{Actor: "$6", Kind: "$7", From: "$8", To: "$3", OutcomeStatus: "result_status", OutcomeBody: "body"},
-}.SQL()
+        retain_until = greatest(retain_until, `+nowPlusRetention+`), transition_id = $6
+    WHERE tenant_id = $1 AND id = $2`, "", true)
 
 // LapseSQL parks a pending token whose lease ran out, for an operator.
-var LapseSQL = Transition{
-	Change: `
-    UPDATE tokens SET state = 'unknown', lease_expires_at = NULL
-    WHERE tenant_id = $1 AND id = $2
-    RETURNING tenant_id, id, operation, subject, generation`,
-	Event: Event{Actor: "$3", Kind: "'lease_lapse'", From: "'pending'", To: "'unknown'"},
-}.SQL()
+var LapseSQL = step("lease_lapse", "pending", `
+    UPDATE tokens SET state = 'unknown', lease_expires_at = NULL, transition_id = $3
+    WHERE tenant_id = $1 AND id = $2`, "", false)
 
-// LeaseSQL grants a new generation and lease; an existing operation id is kept.
-var LeaseSQL = Transition{
-	Change: `
+// LeaseSQL grants a new generation and lease; an existing operation id is
+// kept. The caller's Moved gives the kind (grant or takeover) and the state
+// moved from.
+var LeaseSQL = step("", "", `
     UPDATE tokens
     SET state = 'pending', generation = generation + 1,
         lease_expires_at = now() + make_interval(secs => $3::integer),
-        operation_id = coalesce(operation_id, $4)
+        operation_id = coalesce(operation_id, $4), transition_id = $5
     WHERE tenant_id = $1 AND id = $2
-    RETURNING tenant_id, id, operation, subject, generation, lease_expires_at, operation_id`,
-	Event: Event{Actor: "$5", Kind: "$6", From: "$7", To: "'pending'",
-		Detail: "jsonb_build_object('lease_expires_at', lease_expires_at, 'operation_id', operation_id)"},
-	Result: `SELECT generation, lease_expires_at, operation_id FROM u`,
-}.SQL()
+    RETURNING generation, lease_expires_at, operation_id`,
+	"jsonb_build_object('lease_expires_at', lease_expires_at, 'operation_id', operation_id)", false)
 
-// FinishLeaseSQL records a lease holder's outcome; the generation is the fence.
-var FinishLeaseSQL = Transition{
-	Change: `
+// FinishLeaseSQL records a lease holder's outcome; the generation is the
+// fence. The caller's Moved gives the kind (complete or fail).
+var FinishLeaseSQL = step("", "pending", `
     UPDATE tokens
     SET state = $4, result_status = $5, result_body = $6, finished_at = now(), lease_expires_at = NULL,
-        retain_until = greatest(retain_until, ` + nowPlusRetention + `)
-    WHERE tenant_id = $1 AND id = $2 AND state = 'pending' AND generation = $3
-    RETURNING tenant_id, id, operation, subject, generation, result_status, ` + outcomeBody,
-	Event: Event{Actor: "$7", Kind: "$8", From: "'pending'", To: "$4", OutcomeStatus: "result_status", OutcomeBody: "body"},
-}.SQL()
+        retain_until = greatest(retain_until, `+nowPlusRetention+`), transition_id = $7
+    WHERE tenant_id = $1 AND id = $2 AND state = 'pending' AND generation = $3`, "", true)
 
 // ReportUnknownSQL parks a pending token for an operator.
-var ReportUnknownSQL = Transition{
-	Change: `
-    UPDATE tokens SET state = 'unknown', lease_expires_at = NULL
-    WHERE tenant_id = $1 AND id = $2 AND state = 'pending' AND generation = $3
-    RETURNING tenant_id, id, operation, subject, generation`,
-	Event: Event{Actor: "$4", Kind: "'report_unknown'", From: "'pending'", To: "'unknown'"},
-}.SQL()
+var ReportUnknownSQL = step("report_unknown", "pending", `
+    UPDATE tokens SET state = 'unknown', lease_expires_at = NULL, transition_id = $4
+    WHERE tenant_id = $1 AND id = $2 AND state = 'pending' AND generation = $3`, "", false)
 
-// RevokeSQL revokes an issued token and records the reason. A revoked intent
-// is remembered like a spent one: re-issuing it during the retention period
-// hands back the revoked token, not a fresh one. A token past its expiry is
-// expired, even before the sweeper records it, and so cannot be revoked.
-var RevokeSQL = Transition{
-	Change: `
-    UPDATE tokens
-    SET state = 'revoked', finished_at = now(),
-        retain_until = greatest(retain_until, ` + nowPlusRetention + `)
-    WHERE tenant_id = $1 AND id = $2 AND state = 'issued' AND expires_at > now()
-    RETURNING ` + rawColumns,
-	Event:  Event{Actor: "$4", Kind: "'revoke'", From: "'issued'", To: "'revoked'", Detail: "jsonb_build_object('reason', $3::text)"},
-	Result: `SELECT ` + inspect.Columns + ` FROM u`,
-}.SQL()
+// RevokeSQL revokes an issued token; the reason is Record's seventh
+// parameter (Moved.Extra). A revoked intent is remembered like a spent one:
+// re-issuing it during the retention period hands back the revoked token,
+// not a fresh one. A token past its expiry is expired, even before the
+// sweeper records it, and so cannot be revoked.
+var RevokeSQL = step("revoke", "issued", `
+    WITH u AS (
+        UPDATE tokens
+        SET state = 'revoked', finished_at = now(),
+            retain_until = greatest(retain_until, `+nowPlusRetention+`), transition_id = $3
+        WHERE tenant_id = $1 AND id = $2 AND state = 'issued' AND expires_at > now()
+        RETURNING `+rawColumns+`
+    )
+    SELECT `+inspect.Columns+` FROM u`, "jsonb_build_object('reason', $7::text)", false)
 
 // ReconcileOutcomeSQL stores the outcome an operator established for an
 // unknown token, to be replayed to every later spend like a spender's own.
-var ReconcileOutcomeSQL = Transition{
-	Change: `
-    UPDATE tokens
-    SET state = $3, result_status = $4, result_body = $5, finished_at = now(), lease_expires_at = NULL,
-        retain_until = greatest(retain_until, ` + nowPlusRetention + `)
-    WHERE tenant_id = $1 AND id = $2 AND state = 'unknown'
-    RETURNING ` + rawColumns + `, ` + outcomeBody,
-	Event: Event{Actor: "$6", Kind: "$7", From: "'unknown'", To: "$3", OutcomeStatus: "result_status", OutcomeBody: "body",
-		Detail: "jsonb_build_object('status', $4::integer)"},
-	Result: `SELECT ` + inspect.Columns + ` FROM u`,
-}.SQL()
+// The caller's Moved gives the kind.
+var ReconcileOutcomeSQL = step("", "unknown", `
+    WITH u AS (
+        UPDATE tokens
+        SET state = $3, result_status = $4, result_body = $5, finished_at = now(), lease_expires_at = NULL,
+            retain_until = greatest(retain_until, `+nowPlusRetention+`), transition_id = $6
+        WHERE tenant_id = $1 AND id = $2 AND state = 'unknown'
+        RETURNING `+rawColumns+`
+    )
+    SELECT `+inspect.Columns+` FROM u`, "jsonb_build_object('status', result_status)", true)
 
 // ReconcileNotExecutedSQL makes an unknown token spendable again. The new
 // generation fences off the holder that lost track of it; the operation id is
 // kept so that, should the operator be wrong, the downstream system still
 // deduplicates the next attempt against the first.
-var ReconcileNotExecutedSQL = Transition{
-	Change: `
-    UPDATE tokens
-    SET state = 'issued', generation = generation + 1, lease_expires_at = NULL
-    WHERE tenant_id = $1 AND id = $2 AND state = 'unknown'
-    RETURNING ` + rawColumns,
-	Event:  Event{Actor: "$3", Kind: "'reconcile_not_executed'", From: "'unknown'", To: "'issued'"},
-	Result: `SELECT ` + inspect.Columns + ` FROM u`,
-}.SQL()
+var ReconcileNotExecutedSQL = step("reconcile_not_executed", "unknown", `
+    WITH u AS (
+        UPDATE tokens
+        SET state = 'issued', generation = generation + 1, lease_expires_at = NULL, transition_id = $3
+        WHERE tenant_id = $1 AND id = $2 AND state = 'unknown'
+        RETURNING `+rawColumns+`
+    )
+    SELECT `+inspect.Columns+` FROM u`, "", false)
 
 // nowPlusRetention is now() plus the token's retention_seconds, written so
 // that Citus can run it in an UPDATE of a distributed table: Citus refuses a
@@ -178,10 +160,6 @@ const nowPlusRetention = `(now() AT TIME ZONE 'UTC' + make_interval(secs => rete
 const rawColumns = `tenant_id, id, operation, intent_id, subject, state, generation,
        operation_id, payload_digest, created_at, expires_at, retain_until,
        lease_expires_at, finished_at, result_status, result_body`
-
-// outcomeBody is the outcome body a token's events may carry: only what its
-// policy (event_outcome) lets them.
-const outcomeBody = `CASE WHEN event_outcome THEN result_body END AS body`
 
 // purged is the last event of a deleted token.
 func purged(actor string) Event {

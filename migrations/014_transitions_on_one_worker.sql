@@ -41,3 +41,10 @@ BEGIN
     RETURN NEW;
 END
 $$;
+
+-- A transition of one token is two statements too (internal/store
+-- Transition): its change stamps the token with a random transition id,
+-- and its record inserts the event of the token carrying that id, read
+-- from the token's row. The id tells the record whether this transaction's
+-- change moved the token (a conditional change may match nothing).
+ALTER TABLE tokens ADD COLUMN transition_id bigint;
