@@ -122,4 +122,3 @@ func (s Step) ExecAlone(ctx context.Context, pool *pgxpool.Pool, m Moved, args .
 	}
 	return tag, nil
 }
-
