@@ -30,7 +30,7 @@ func TestTransitionsCommitOnOneWorker(t *testing.T) {
 	e.declareLease(operation.OnExpiryUnknown)
 	atomic := e.issue(ledger.Credit, "alice", credit("alice", 10))
 	completed := e.issue(payOp, "alice", map[string]any{"amount": 1})
-	reported := e.issue(payOp, "alice", map[string]any{"amount": 2})
+	reported := e.issue(payOp, "bob", map[string]any{"amount": 1})
 	revoked := e.issue(ledger.Credit, "alice", credit("alice", 3))
 	pgtest.RecoverTwoPhase(t, e.pool)
 

@@ -155,41 +155,55 @@ func Register(r *consume.Registry) {
 }
 
 func credit(ctx context.Context, tx pgx.Tx, c consume.Call, p Payload) (consume.Outcome, error) {
-	var balance int64
-	err := tx.QueryRow(ctx, creditSQL, c.Tenant, p.Account, p.Amount, c.TokenID, int64(MaxBalance)).Scan(&balance)
-	if errors.Is(err, pgx.ErrNoRows) {
-		bal, err := Balance(ctx, tx, c.Tenant, p.Account)
-		if err != nil {
-			return consume.Outcome{}, err
-		}
+	balance, ok, err := change(ctx, tx, creditSQL, c, p, p.Amount, int64(MaxBalance))
+	switch {
+	case err != nil:
+		return consume.Outcome{}, fmt.Errorf("ledger: credit: %w", err)
+	case !ok:
 		return consume.Outcome{Status: http.StatusUnprocessableEntity, Result: Failure{
 			Code: "balance_limit_exceeded", Message: "the credit would take the balance over its limit",
-			Account: p.Account, Balance: bal,
+			Account: p.Account, Balance: balance,
 		}}, nil
-	}
-	if err != nil {
-		return consume.Outcome{}, fmt.Errorf("ledger: credit: %w", err)
 	}
 	return consume.Outcome{Status: http.StatusOK, Result: Account{Account: p.Account, Balance: balance}}, nil
 }
 
 func debit(ctx context.Context, tx pgx.Tx, c consume.Call, p Payload) (consume.Outcome, error) {
-	var balance int64
-	err := tx.QueryRow(ctx, debitSQL, c.Tenant, p.Account, p.Amount, c.TokenID).Scan(&balance)
-	if errors.Is(err, pgx.ErrNoRows) {
-		bal, err := Balance(ctx, tx, c.Tenant, p.Account)
-		if err != nil {
-			return consume.Outcome{}, err
-		}
+	balance, ok, err := change(ctx, tx, debitSQL, c, p, -p.Amount)
+	switch {
+	case err != nil:
+		return consume.Outcome{}, fmt.Errorf("ledger: debit: %w", err)
+	case !ok:
 		return consume.Outcome{Status: http.StatusUnprocessableEntity, Result: Failure{
 			Code: "insufficient_funds", Message: "the balance is lower than the amount",
-			Account: p.Account, Balance: bal,
+			Account: p.Account, Balance: balance,
 		}}, nil
 	}
-	if err != nil {
-		return consume.Outcome{}, fmt.Errorf("ledger: debit: %w", err)
-	}
 	return consume.Outcome{Status: http.StatusOK, Result: Account{Account: p.Account, Balance: balance}}, nil
+}
+
+// change runs a credit's or debit's statement (stmt, with the tenant,
+// account, amount and token, then extra) and its entry of entry in one
+// round trip. ok is false when the account refused the change; the balance
+// is then the one it keeps.
+func change(ctx context.Context, tx pgx.Tx, stmt string, c consume.Call, p Payload, entry int64, extra ...any) (balance int64, ok bool, err error) {
+	b := &pgx.Batch{}
+	b.Queue(stmt, append([]any{c.Tenant, p.Account, p.Amount, c.TokenID}, extra...)...).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&balance)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		ok = err == nil
+		return err
+	})
+	b.Queue(entrySQL, c.Tenant, p.Account, c.TokenID, entry)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return 0, false, err
+	}
+	if !ok {
+		balance, err = Balance(ctx, tx, c.Tenant, p.Account)
+	}
+	return balance, ok, err
 }
 
 // Balance returns the balance of tenant's account; an account never credited
@@ -206,35 +220,37 @@ func Balance(ctx context.Context, q db.DBTX, tenant, account string) (int64, err
 // ValidAccount reports whether s is a well-formed account name.
 func ValidAccount(s string) bool { return accountRE.MatchString(s) }
 
-// creditSQL adds to the balance and writes the entry in one statement; no row
-// comes back when the balance limit would be passed, and then nothing is written.
-// The update time comes from VALUES through EXCLUDED: Citus refuses now() in
-// ON CONFLICT DO UPDATE SET.
+// creditSQL adds $3 to the balance unless that passes the limit $5, and
+// marks the account with the token $4 whose entry entrySQL then writes; no
+// row comes back when the limit would be passed, and nothing is changed.
+// The update time comes from VALUES through EXCLUDED: Citus refuses now()
+// in ON CONFLICT DO UPDATE SET.
+//
+// The change and its entry are two statements on one tenant, not one
+// statement with a CTE feeding the entry's INSERT: Citus runs each of them
+// on the worker holding the tenant, so a spend commits there in one phase
+// (see migrations/003_last_token.sql).
 const creditSQL = `
-WITH a AS (
-    INSERT INTO ledger_accounts AS la (tenant_id, account, balance, updated_at)
-    VALUES ($1, $2, $3, now())
-    ON CONFLICT (tenant_id, account) DO UPDATE
-    SET balance = la.balance + EXCLUDED.balance, updated_at = EXCLUDED.updated_at
-    WHERE la.balance + EXCLUDED.balance <= $5
-    RETURNING balance
-), e AS (
-    INSERT INTO ledger_entries (tenant_id, token_id, account, amount)
-    SELECT $1, $4, $2, $3 FROM a
-)
-SELECT balance FROM a`
+INSERT INTO ledger_accounts AS la (tenant_id, account, balance, updated_at, last_token_id)
+VALUES ($1, $2, $3, now(), $4)
+ON CONFLICT (tenant_id, account) DO UPDATE
+SET balance = la.balance + EXCLUDED.balance, updated_at = EXCLUDED.updated_at, last_token_id = EXCLUDED.last_token_id
+WHERE la.balance + EXCLUDED.balance <= $5
+RETURNING balance`
 
 // debitSQL is creditSQL's mirror: no row when funds are insufficient.
 const debitSQL = `
-WITH a AS (
-    UPDATE ledger_accounts SET balance = balance - $3, updated_at = now()
-    WHERE tenant_id = $1 AND account = $2 AND balance >= $3
-    RETURNING balance
-), e AS (
-    INSERT INTO ledger_entries (tenant_id, token_id, account, amount)
-    SELECT $1, $4, $2, -$3::bigint FROM a
-)
-SELECT balance FROM a`
+UPDATE ledger_accounts SET balance = balance - $3, updated_at = now(), last_token_id = $4
+WHERE tenant_id = $1 AND account = $2 AND balance >= $3
+RETURNING balance`
+
+// entrySQL writes the entry, of amount $4, of the change creditSQL or
+// debitSQL just made for token $3: the account carries that token only if
+// the change was made, since a token is spent once.
+const entrySQL = `
+INSERT INTO ledger_entries (tenant_id, token_id, account, amount)
+SELECT tenant_id, last_token_id, account, $4::bigint FROM ledger_accounts
+WHERE tenant_id = $1 AND account = $2 AND last_token_id = $3`
 
 const balanceSQL = `SELECT coalesce((SELECT balance FROM ledger_accounts WHERE tenant_id = $1 AND account = $2), 0)`
 
