@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tokend/tokend/internal/store"
 	"io"
 	"net"
 	"net/http"
@@ -201,6 +202,9 @@ func notText(err error) bool {
 // unavailable reports whether err means the database cannot be reached or
 // asked the client to come back, as opposed to a bug.
 func unavailable(err error) bool {
+	if errors.Is(err, store.ErrCommitUnknown) {
+		return true // a retry finds what happened
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tokend/tokend/internal/store"
 	"io"
 	"net/http"
 	"strings"
@@ -68,6 +69,9 @@ func TestRefusalsThatAreNotBugs(t *testing.T) {
 		{"invalid text", fmt.Errorf("%w: %w", intent.ErrInvalidRequest, token.CheckText("subject", "a\x00")), http.StatusBadRequest, "invalid_request", false},
 		// A handler's statement whose lock wait ran out (on Citus: a row a
 		// transaction in recovery still holds); it changed nothing.
+		// Citus could not commit on the worker after the statements ran:
+		// the issue may or may not have committed; a retry finds out.
+		{"commit outcome unknown", fmt.Errorf("intent: insert: %w: %w", store.ErrCommitUnknown, &pgconn.PgError{Code: "XX000"}), http.StatusServiceUnavailable, "unavailable", true},
 		{"lock wait ran out in a handler", fmt.Errorf("consume: ledger.credit: %w", &pgconn.PgError{Code: "55P03"}), http.StatusServiceUnavailable, "unavailable", true},
 	}
 	for _, tc := range tests {

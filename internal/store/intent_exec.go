@@ -135,7 +135,7 @@ func Issue(ctx context.Context, q Batcher, p IssueParams) (Issued, error) {
 	b.Queue(IssueEventSQL, p.Tenant, p.ID, p.Actor)
 	b.Queue(PolicyCurrentSQL, p.Tenant, p.Operation, p.PolicyVersion)
 	b.Queue(end)
-	err := q.SendBatch(ctx, b).Close()
+	err := sendTx(ctx, q, b, !inTx)
 	switch {
 	case err == nil:
 		return out, nil

@@ -86,7 +86,7 @@ func (p *Pipelined) Commit(ctx context.Context, last *pgx.Batch) error {
 		tag, cerr := br.Exec()
 		switch {
 		case cerr != nil:
-			err = cerr
+			err = fmt.Errorf("%w: %w", ErrCommitUnknown, cerr)
 		case tag.String() == "ROLLBACK":
 			err = pgx.ErrTxCommitRollback
 		}

@@ -180,3 +180,47 @@ func TestPipelinedCommitReadsReturningRows(t *testing.T) {
 		t.Errorf("%d rows after the failed commit (%v), want 3", n, err)
 	}
 }
+
+// TestFailedCommitIsUnknownOutcome: when the statements ran and the COMMIT
+// sent with them fails, the error says the outcome is unknown (a retry
+// finds out), for a pipelined spend's commit and for a Step run alone; a
+// failing statement before it is its own error. A deferred constraint
+// makes the COMMIT fail here; on Citus a worker that fails to commit does.
+func TestFailedCommitIsUnknownOutcome(t *testing.T) {
+	t.Parallel()
+	pool, ctx := pgtest.NewPool(t), context.Background()
+	if _, err := pool.Exec(ctx, `CREATE TABLE once (k int, UNIQUE (k) DEFERRABLE INITIALLY DEFERRED)`); err != nil {
+		t.Fatal(err)
+	}
+	p, br, err := store.BeginPipelined(ctx, pool, func(b *pgx.Batch) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	br.Close()
+	last := &pgx.Batch{}
+	last.Queue(`INSERT INTO once VALUES (1), (1)`)
+	if err := p.Commit(ctx, last); !errors.Is(err, store.ErrCommitUnknown) {
+		t.Errorf("pipelined commit failing at COMMIT: err = %v, want ErrCommitUnknown", err)
+	}
+	p, br, err = store.BeginPipelined(ctx, pool, func(b *pgx.Batch) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	br.Close()
+	last = &pgx.Batch{}
+	last.Queue(`SELECT 1/0`)
+	if err := p.Commit(ctx, last); err == nil || errors.Is(err, store.ErrCommitUnknown) {
+		t.Errorf("pipelined commit failing before COMMIT: err = %v, want the statement's own", err)
+	}
+	twice := store.Step{
+		Change: `INSERT INTO once SELECT 2 FROM generate_series(1, 2) WHERE $1::bigint IS NOT NULL`,
+		Record: `SELECT $1::text, $2::text, $3::bigint, $4::text, $5::text, $6::text`,
+	}
+	if _, err := twice.ExecAlone(ctx, pool, store.Moved{Tenant: "t", ID: "tok", Actor: "a", Kind: "k", From: "f"}); !errors.Is(err, store.ErrCommitUnknown) {
+		t.Errorf("a Step alone failing at COMMIT: err = %v, want ErrCommitUnknown", err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM once`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d rows, %v; want none", n, err)
+	}
+}

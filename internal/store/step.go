@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 
@@ -116,9 +117,41 @@ func (s Step) ExecAlone(ctx context.Context, pool *pgxpool.Pool, m Moved, args .
 		return nil
 	})
 	b.Queue("COMMIT")
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+	if err := sendTx(ctx, conn, b, true); err != nil {
 		_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 		return pgconn.CommandTag{}, err
 	}
 	return tag, nil
+}
+
+// ErrCommitUnknown: a COMMIT sent with its statements failed to answer, so
+// the transaction may or may not have committed (the connection broke, or
+// Citus could not commit on the worker). The request is to be retried:
+// with the same intent or token, the retry finds what happened.
+var ErrCommitUnknown = errors.New("store: commit outcome unknown")
+
+// sendTx sends b, whose first statement begins a transaction or savepoint
+// and whose last ends it, reading the results in order. When commit is
+// true an error of the last statement, the COMMIT, is ErrCommitUnknown.
+func sendTx(ctx context.Context, q Batcher, b *pgx.Batch, commit bool) error {
+	queued := b.QueuedQueries
+	br := q.SendBatch(ctx, b)
+	var err error
+	for i, qq := range queued {
+		if qq.Fn != nil {
+			err = qq.Fn(br)
+		} else {
+			_, err = br.Exec()
+		}
+		if err != nil {
+			if commit && i == len(queued)-1 {
+				err = fmt.Errorf("%w: %w", ErrCommitUnknown, err)
+			}
+			break
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
