@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/token"
@@ -125,11 +126,11 @@ func finish(ctx context.Context, q db.DBTX, a token.Action, r Report) (Recorded,
 		body, err = OutcomeBody{TokenID: r.TokenID, State: to, Error: r.Result}.Encode()
 	}
 	if err != nil {
-		return Recorded{}, fmt.Errorf("%w: %s: result: %v", ErrInvalidPayload, a, err)
+		return Recorded{}, tokend.InvalidWith(ErrInvalidPayload, "result", err)
 	}
 	if a != token.ReportUnknown {
 		if err := token.CheckOutcomeStatus(to, status); err != nil {
-			return Recorded{}, fmt.Errorf("%w: %s: %w", ErrInvalidPayload, a, err)
+			return Recorded{}, tokend.InvalidWith(ErrInvalidPayload, "", err)
 		}
 	}
 	rec := Recorded{TokenID: r.TokenID, State: to, Generation: r.Generation, Status: status}
@@ -176,18 +177,18 @@ func explainFinish(ctx context.Context, q db.DBTX, a token.Action, r Report, rec
 	}
 	switch {
 	case !leased:
-		return Recorded{}, fmt.Errorf("%w: cannot %s a token that was never leased", token.ErrInvalidState, a)
+		return Recorded{}, tokend.Refuse(token.ErrInvalidState, "cannot %s a token that was never leased", a)
 	case r.Generation < generation:
 		return Recorded{}, token.ErrStaleGeneration
 	case reported:
-		return Recorded{}, fmt.Errorf("%w: a different report (%s) was already recorded for generation %d", ErrReportConflict, *reportedKind, r.Generation)
+		return Recorded{}, tokend.Refuse(ErrReportConflict, "a different report (%s) was already recorded for generation %d", *reportedKind, r.Generation)
 	case r.Generation > generation:
-		return Recorded{}, fmt.Errorf("%w: generation %d was never granted", token.ErrInvalidState, r.Generation)
+		return Recorded{}, tokend.Refuse(token.ErrInvalidState, "generation %d was never granted", r.Generation)
 	case state == token.Unknown:
 		// The lease lapsed under the unknown policy: an operator decides.
 		return Recorded{}, token.ErrOutcomeUnknown
 	}
-	return Recorded{}, fmt.Errorf("%w: cannot %s a token that is %s", token.ErrInvalidState, a, state)
+	return Recorded{}, tokend.Refuse(token.ErrInvalidState, "cannot %s a token that is %s", a, state)
 }
 
 // sameJSON reports whether a and b are the same JSON value: equal in their
