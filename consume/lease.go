@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"fmt"
 	"net/http"
 
 	"github.com/jackc/pgx/v5"
@@ -33,21 +32,15 @@ func (s *Spender) grantLease(ctx context.Context, tx pgx.Tx, req Request, t *loc
 		opID = token.NewOperationID()
 	}
 	l := &Lease{}
-	args := []any{req.Tenant, t.id, t.policy.LeaseSeconds, opID, req.Actor, a, t.state}
-	scan := func(row pgx.Row) error {
-		if err := row.Scan(&l.Generation, &l.ExpiresAt, &l.OperationID); err != nil {
-			return fmt.Errorf("consume: grant lease: %w", err)
-		}
-		l.ExpiresAt = l.ExpiresAt.UTC()
-		return nil
+	p := store.LeaseParams{Tenant: req.Tenant, TokenID: t.id, LeaseSeconds: t.policy.LeaseSeconds, OperationID: opID,
+		Actor: req.Actor, Action: a, From: t.state}
+	// Lease is store.Leased with JSON names: the grant scans into it.
+	if err := store.Lease(ctx, tx, last, p, (*store.Leased)(l)); err != nil {
+		return Response{}, err
 	}
 	resp := Response{TokenID: t.id, State: to, Status: http.StatusAccepted, Lease: l}
 	if last != nil {
-		last.Queue(store.LeaseSQL, args...).QueryRow(scan)
 		return resp, nil
-	}
-	if err := scan(tx.QueryRow(ctx, store.LeaseSQL, args...)); err != nil {
-		return Response{}, err
 	}
 	return leaseGranted(resp)
 }
@@ -135,18 +128,12 @@ func finish(ctx context.Context, q db.DBTX, a token.Action, r Report) (Recorded,
 	}
 	rec := Recorded{TokenID: r.TokenID, State: to, Generation: r.Generation, Status: status}
 
-	var sql string
-	var args []any
-	if a == token.ReportUnknown {
-		sql, args = store.ReportUnknownSQL, []any{r.Tenant, r.TokenID, r.Generation, r.Actor}
-	} else {
-		sql, args = store.FinishLeaseSQL, []any{r.Tenant, r.TokenID, r.Generation, to, status, body, r.Actor, a}
-	}
-	tag, err := q.Exec(ctx, sql, args...)
+	recorded, err := store.Report(ctx, q, store.ReportParams{Tenant: r.Tenant, TokenID: r.TokenID, Generation: r.Generation,
+		Action: a, To: to, Status: status, Body: body, Actor: r.Actor})
 	if err != nil {
-		return Recorded{}, fmt.Errorf("consume: %s: %w", a, err)
+		return Recorded{}, err
 	}
-	if tag.RowsAffected() == 1 {
+	if recorded {
 		return rec, nil
 	}
 	return explainFinish(ctx, q, a, r, rec, body)
@@ -156,39 +143,30 @@ func finish(ctx context.Context, q db.DBTX, a token.Action, r Report) (Recorded,
 // already recorded (a replay), or an error. rec and body are what the report
 // would have recorded and stored.
 func explainFinish(ctx context.Context, q db.DBTX, a token.Action, r Report, rec Recorded, body []byte) (Recorded, error) {
-	var (
-		state        token.State
-		generation   int64
-		status       *int
-		storedBody   []byte
-		leased       bool
-		reportedKind *token.Action
-	)
-	err := q.QueryRow(ctx, store.ReportStateSQL, r.Tenant, r.TokenID, r.Generation).
-		Scan(&state, &generation, &status, &storedBody, &leased, &reportedKind)
-	if err := db.RowError(err, token.ErrNotFound, "consume: "+string(a)); err != nil {
+	st, err := store.ReadReportState(ctx, q, a, r.Tenant, r.TokenID, r.Generation)
+	if err != nil {
 		return Recorded{}, err
 	}
-	reported := reportedKind != nil
-	if reported && *reportedKind == a &&
-		(a == token.ReportUnknown || deref(status) == rec.Status && sameJSON(storedBody, body)) {
+	reported := st.Reported != nil
+	if reported && *st.Reported == a &&
+		(a == token.ReportUnknown || deref(st.Status) == rec.Status && sameJSON(st.Body, body)) {
 		rec.Replayed = true
 		return rec, nil
 	}
 	switch {
-	case !leased:
+	case !st.Leased:
 		return Recorded{}, tokend.Refuse(token.ErrInvalidState, "cannot %s a token that was never leased", a)
-	case r.Generation < generation:
+	case r.Generation < st.Generation:
 		return Recorded{}, token.ErrStaleGeneration
 	case reported:
-		return Recorded{}, tokend.Refuse(ErrReportConflict, "a different report (%s) was already recorded for generation %d", *reportedKind, r.Generation)
-	case r.Generation > generation:
+		return Recorded{}, tokend.Refuse(ErrReportConflict, "a different report (%s) was already recorded for generation %d", *st.Reported, r.Generation)
+	case r.Generation > st.Generation:
 		return Recorded{}, tokend.Refuse(token.ErrInvalidState, "generation %d was never granted", r.Generation)
-	case state == token.Unknown:
+	case st.State == token.Unknown:
 		// The lease lapsed under the unknown policy: an operator decides.
 		return Recorded{}, token.ErrOutcomeUnknown
 	}
-	return Recorded{}, tokend.Refuse(token.ErrInvalidState, "cannot %s a token that is %s", a, state)
+	return Recorded{}, tokend.Refuse(token.ErrInvalidState, "cannot %s a token that is %s", a, st.State)
 }
 
 // sameJSON reports whether a and b are the same JSON value: equal in their
