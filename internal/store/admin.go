@@ -21,7 +21,7 @@ const LockStateSQL = `SELECT ` + inspect.StateExpr + ` FROM tokens WHERE tenant_
 // A live token keeps its whole trail, which its operator record shows.
 var DeleteEvents = Sweep{Tenants: `
 SELECT DISTINCT tenant_id FROM event_positions WHERE at < now() - make_interval(secs => $1)`,
-	Tenant: fmt.Sprintf(deleteEventsText, "p.tenant_id = $3 AND")}
+	Tenant: fmt.Sprintf(deleteEventsText, "p.tenant_id = $3 AND"), Retention: true}
 
 // DeleteDeliveries deletes finished webhook deliveries (delivered, or
 // failed for good) that finished longer ago than the event retention ($2
@@ -41,7 +41,7 @@ SELECT count(*) FROM del`
 
 var DeleteDeliveries = Sweep{Tenants: `
 SELECT DISTINCT tenant_id FROM webhook_deliveries WHERE state <> 'pending' AND finished_at < now() - make_interval(secs => $1)`,
-	Tenant: fmt.Sprintf(deleteDeliveriesText, "tenant_id = $3 AND")}
+	Tenant: fmt.Sprintf(deleteDeliveriesText, "tenant_id = $3 AND"), Retention: true}
 
 // deleteEventsText is both forms of DeleteEvents, the one-tenant form
 // with its tenant filter in the %s.

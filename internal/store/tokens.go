@@ -191,6 +191,9 @@ type Sweep struct {
 	Tenants string
 	// Tenant is a batch of one tenant, $3.
 	Tenant string
+	// Retention: $2 of Tenant and $1 of Tenants are the retention in
+	// seconds (the deletes of events and deliveries), not the actor.
+	Retention bool
 }
 
 // sweep renders t, whose With holds a %s where the batch filters by tenant,
