@@ -2,15 +2,13 @@ package store
 
 import (
 	"fmt"
-
-	"github.com/tokend/tokend/inspect"
 )
 
 // LockStateSQL tells why a conditional transition matched no row, with the
-// state every read reports (inspect.StateExpr): an issued token past its
+// state every read reports (StateExpr): an issued token past its
 // expiry is expired. The lock makes the answer hold until the caller's
 // transaction ends.
-const LockStateSQL = `SELECT ` + inspect.StateExpr + ` FROM tokens WHERE tenant_id = $1 AND id = $2 FOR UPDATE`
+const LockStateSQL = `SELECT ` + StateExpr + ` FROM tokens WHERE tenant_id = $1 AND id = $2 FOR UPDATE`
 
 // DeleteEvents deletes events past the event retention ($2 seconds) whose
 // token is gone, in batches of $1, a Sweep's two forms. Only positioned
@@ -68,7 +66,7 @@ SELECT count(*) FROM del`
 
 // UnresolvedSQL counts the tokens someone owes an outcome for. Ages are in
 // microseconds, measured from the token's creation. The stored state is the
-// one every read reports here: inspect.StateExpr only ever turns an issued
+// one every read reports here: StateExpr only ever turns an issued
 // token into an expired one, neither of which is counted, so the partial
 // index tokens_unresolved still serves these.
 var (

@@ -10,7 +10,6 @@ import (
 
 	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/db"
-	"github.com/tokend/tokend/inspect"
 	"github.com/tokend/tokend/token"
 )
 
@@ -19,7 +18,7 @@ import (
 var TestHookAfterMiss func()
 
 // TransitionTx runs stmt, a conditional UPDATE … WHERE state = from that
-// returns the moved token (inspect.Columns), and when it matches no row
+// returns the moved token (Columns), and when it matches no row
 // tells why: the token is missing or another tenant's (token.ErrNotFound)
 // or in another state (token.ErrInvalidState, with the state it is in). A
 // operator's transitions (revoke, reconcile) run here; what names them in
@@ -28,7 +27,7 @@ func TransitionTx(ctx context.Context, tx pgx.Tx, tenant, id string, from token.
 	if !token.ValidID(id) {
 		return token.Record{}, token.ErrNotFound
 	}
-	rec, err := inspect.Scan(tx.QueryRow(ctx, stmt, args...))
+	rec, err := ScanRecord(tx.QueryRow(ctx, stmt, args...))
 	if !errors.Is(err, pgx.ErrNoRows) {
 		if err != nil {
 			return token.Record{}, fmt.Errorf("admin: %s: %w", a, err)
@@ -49,7 +48,7 @@ func TransitionTx(ctx context.Context, tx pgx.Tx, tenant, id string, from token.
 	// The token moved back into from between the UPDATE and the lock (an
 	// operator reconciled it, a lease lapsed). Now that the row is locked
 	// the UPDATE cannot miss.
-	rec, err = inspect.Scan(tx.QueryRow(ctx, stmt, args...))
+	rec, err = ScanRecord(tx.QueryRow(ctx, stmt, args...))
 	if err != nil {
 		return token.Record{}, fmt.Errorf("admin: %s: %w", a, err)
 	}

@@ -2,8 +2,6 @@ package store
 
 import (
 	"fmt"
-
-	"github.com/tokend/tokend/inspect"
 )
 
 // IssueSQL claims an intent and records the issue event in one statement,
@@ -114,7 +112,7 @@ var RevokeSQL = Transition{
     WHERE tenant_id = $1 AND id = $2 AND state = 'issued' AND expires_at > now()
     RETURNING ` + rawColumns,
 	Event:  Event{Actor: "$4", Kind: "'revoke'", From: "'issued'", To: "'revoked'", Detail: "jsonb_build_object('reason', $3::text)"},
-	Result: `SELECT ` + inspect.Columns + ` FROM u`,
+	Result: `SELECT ` + Columns + ` FROM u`,
 }.SQL()
 
 // ReconcileOutcomeSQL stores the outcome an operator established for an
@@ -128,7 +126,7 @@ var ReconcileOutcomeSQL = Transition{
     RETURNING ` + rawColumns + `, ` + outcomeBody,
 	Event: Event{Actor: "$6", Kind: "$7", From: "'unknown'", To: "$3", OutcomeStatus: "result_status", OutcomeBody: "body",
 		Detail: "jsonb_build_object('status', $4::integer)"},
-	Result: `SELECT ` + inspect.Columns + ` FROM u`,
+	Result: `SELECT ` + Columns + ` FROM u`,
 }.SQL()
 
 // ReconcileNotExecutedSQL makes an unknown token spendable again. The new
@@ -142,7 +140,7 @@ var ReconcileNotExecutedSQL = Transition{
     WHERE tenant_id = $1 AND id = $2 AND state = 'unknown'
     RETURNING ` + rawColumns,
 	Event:  Event{Actor: "$3", Kind: "'reconcile_not_executed'", From: "'unknown'", To: "'issued'"},
-	Result: `SELECT ` + inspect.Columns + ` FROM u`,
+	Result: `SELECT ` + Columns + ` FROM u`,
 }.SQL()
 
 // nowPlusRetention is now() plus the token's retention_seconds, written so
@@ -156,10 +154,10 @@ var ReconcileNotExecutedSQL = Transition{
 // clock is still the database's, read once per statement.
 const nowPlusRetention = `(now() AT TIME ZONE 'UTC' + make_interval(secs => retention_seconds)) AT TIME ZONE 'UTC'`
 
-// rawColumns are the token columns inspect.Columns reads, stored values
+// rawColumns are the token columns Columns reads, stored values
 // only: Citus refuses a non-IMMUTABLE function (inspect's state as of now())
 // in RETURNING, so a Change returns these and its Result selects
-// inspect.Columns over them.
+// Columns over them.
 const rawColumns = `tenant_id, id, operation, intent_id, subject, state, generation,
        operation_id, payload_digest, created_at, expires_at, retain_until,
        lease_expires_at, finished_at, result_status, result_body`
