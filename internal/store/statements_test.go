@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/tokend/tokend/internal/pgtest"
@@ -16,4 +17,17 @@ func TestEveryStatementRuns(t *testing.T) {
 		"policy get": store.PolicyGetSQL, "policy list": store.PolicyListSQL, "policy put": store.PolicyPutSQL,
 		"policy lock": store.PolicyLockSQL, "policy delete": store.PolicyDeleteSQL,
 	})
+}
+
+// TestWebhookOnceRuns: the consumer's dedup statement runs on the table
+// its schema creates.
+func TestWebhookOnceRuns(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	if _, err := pool.Exec(context.Background(), store.WebhookEventsSchema); err != nil {
+		t.Fatal(err)
+	}
+	if err := pgtest.Runs(t, pool, store.WebhookOnceSQL); err != nil {
+		t.Errorf("webhook once: %v", err)
+	}
 }
