@@ -16,6 +16,8 @@ func TestEveryStatementRuns(t *testing.T) {
 	pgtest.RunsAll(t, map[string]string{
 		"policy get": store.PolicyGetSQL, "policy list": store.PolicyListSQL, "policy put": store.PolicyPutSQL,
 		"policy lock": store.PolicyLockSQL, "policy delete": store.PolicyDeleteSQL,
+		"api key create": store.APIKeyCreateSQL, "api key resolve": store.APIKeyResolveSQL, "api key revoke": store.APIKeyRevokeSQL,
+		"api key notify": store.APIKeyNotifySQL, "api key live": store.APIKeyLiveSQL,
 	})
 }
 
