@@ -18,6 +18,12 @@ func TestEveryStatementRuns(t *testing.T) {
 		"policy lock": store.PolicyLockSQL, "policy delete": store.PolicyDeleteSQL,
 		"api key create": store.APIKeyCreateSQL, "api key resolve": store.APIKeyResolveSQL, "api key revoke": store.APIKeyRevokeSQL,
 		"api key notify": store.APIKeyNotifySQL, "api key live": store.APIKeyLiveSQL,
+		"endpoint lock tenant": store.EndpointLockTenantSQL, "endpoint create": store.EndpointCreateSQL,
+		"endpoint rotate": store.EndpointRotateSQL, "endpoint list": store.EndpointListSQL, "endpoint get": store.EndpointGetSQL,
+		"endpoint set enabled": store.EndpointSetEnabledSQL, "endpoint delete": store.EndpointDeleteSQL,
+		"redeliver": store.RedeliverSQL, "recent deliveries": store.RecentDeliveriesSQL, "webhook tenants": store.WebhookTenantsSQL,
+		"behind": store.BehindSQL, "fan out": store.FanOutSQL, "claim lock": store.ClaimLockSQL, "claim": store.ClaimSQL,
+		"due tenants": store.DueTenantsSQL, "delivered": store.DeliveredSQL, "failed": store.FailedSQL, "undelivered": store.UndeliveredSQL,
 	})
 }
 
