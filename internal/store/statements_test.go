@@ -23,7 +23,9 @@ func TestEveryStatementRuns(t *testing.T) {
 		"endpoint set enabled": store.EndpointSetEnabledSQL, "endpoint delete": store.EndpointDeleteSQL,
 		"redeliver": store.RedeliverSQL, "recent deliveries": store.RecentDeliveriesSQL, "webhook tenants": store.WebhookTenantsSQL,
 		"behind": store.BehindSQL, "fan out": store.FanOutSQL, "claim lock": store.ClaimLockSQL, "claim": store.ClaimSQL,
-		"due tenants": store.DueTenantsSQL, "delivered": store.DeliveredSQL, "failed": store.FailedSQL, "undelivered": store.UndeliveredSQL,
+		"lock holders": store.LockHoldersSQL, "session mark": store.SessionMarkSQL, "backend pid": store.BackendPIDSQL,
+		"session read": store.SessionReadSQL,
+		"due tenants":  store.DueTenantsSQL, "delivered": store.DeliveredSQL, "failed": store.FailedSQL, "undelivered": store.UndeliveredSQL,
 	})
 }
 
