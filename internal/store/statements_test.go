@@ -24,8 +24,9 @@ func TestEveryStatementRuns(t *testing.T) {
 		"redeliver": store.RedeliverSQL, "recent deliveries": store.RecentDeliveriesSQL, "webhook tenants": store.WebhookTenantsSQL,
 		"behind": store.BehindSQL, "fan out": store.FanOutSQL, "claim lock": store.ClaimLockSQL, "claim": store.ClaimSQL,
 		"lock holders": store.LockHoldersSQL, "session mark": store.SessionMarkSQL, "backend pid": store.BackendPIDSQL,
-		"session read": store.SessionReadSQL,
-		"due tenants":  store.DueTenantsSQL, "delivered": store.DeliveredSQL, "failed": store.FailedSQL, "undelivered": store.UndeliveredSQL,
+		"session read": store.SessionReadSQL, "sign out": store.SignOutSQL, "forget sign-outs": store.ForgetSignOutsSQL,
+		"signed out":  store.SignedOutSQL,
+		"due tenants": store.DueTenantsSQL, "delivered": store.DeliveredSQL, "failed": store.FailedSQL, "undelivered": store.UndeliveredSQL,
 	})
 }
 
