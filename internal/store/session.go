@@ -2,13 +2,10 @@ package store
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tokend/tokend/db"
 )
@@ -26,13 +23,6 @@ func Listen(ctx context.Context, conn *pgx.Conn, channel string) error {
 func SetLockTimeout(ctx context.Context, conn *pgx.Conn, d time.Duration) error {
 	_, err := conn.Exec(ctx, "SET lock_timeout = "+strconv.FormatInt(d.Milliseconds(), 10))
 	return err
-}
-
-// LockNotAvailable reports whether err is a lock wait that ran out
-// (lock_timeout, or NOWAIT).
-func LockNotAvailable(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.LockNotAvailable
 }
 
 // LockHoldersSQL lists, oldest transaction first, the other sessions of

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tokend/tokend/token"
 )
@@ -86,8 +84,7 @@ func scanLock(br pgx.BatchResults) (*Locked, error) {
 // lockError is err, from the lock's statement or its batch, as a spend
 // reports it: ErrLockNotAvailable for a lock wait that ran out.
 func lockError(err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.LockNotAvailable {
+	if LockNotAvailable(err) {
 		return fmt.Errorf("%w: %w", ErrLockNotAvailable, err)
 	}
 	return fmt.Errorf("consume: lock token: %w", err)
