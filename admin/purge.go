@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend"
@@ -107,44 +106,38 @@ func sweep(ctx context.Context, q db.DBTX, s scope, opts PurgeOptions) (counts, 
 	opts.BatchSize = cmp.Or(opts.BatchSize, DefaultBatchSize)
 	opts.Actor = cmp.Or(opts.Actor, DefaultActor)
 	opts.EventRetention = cmp.Or(opts.EventRetention, DefaultEventRetention)
-	withActor := []any{opts.BatchSize, opts.Actor}
-	eventArgs := []any{opts.BatchSize, opts.EventRetention.Seconds()}
+	p := store.SweepParams{BatchSize: opts.BatchSize, Actor: opts.Actor, RetentionSeconds: opts.EventRetention.Seconds()}
 	// Lapse and expire before deleting, so that a token expiring with no
 	// retention left goes in the same sweep.
 	var err error
-	if c.lapsed, err = tenantBatches(ctx, q, s, opts, nil, store.SweepLapse, nil, withActor...); err != nil {
+	if c.lapsed, err = tenantBatches(ctx, q, s, opts, nil, store.SweepLapse, p); err != nil {
 		return c, fmt.Errorf("admin: purge: lapse leases: %w", err)
 	}
-	if c.expired, err = tenantBatches(ctx, q, s, opts, nil, store.SweepExpire, nil, withActor...); err != nil {
+	if c.expired, err = tenantBatches(ctx, q, s, opts, nil, store.SweepExpire, p); err != nil {
 		return c, fmt.Errorf("admin: purge: expire: %w", err)
 	}
-	if c.purged, err = tenantBatches(ctx, q, s, opts, opts.Progress, store.SweepPurge, nil, withActor...); err != nil {
+	if c.purged, err = tenantBatches(ctx, q, s, opts, opts.Progress, store.SweepPurge, p); err != nil {
 		return c, fmt.Errorf("admin: purge: delete: %w", err)
 	}
-	retention := []any{opts.EventRetention.Seconds()}
-	if c.events, err = tenantBatches(ctx, q, s, opts, nil, store.DeleteEvents, retention, eventArgs...); err != nil {
+	if c.events, err = tenantBatches(ctx, q, s, opts, nil, store.DeleteEvents, p); err != nil {
 		return c, fmt.Errorf("admin: purge: delete events: %w", err)
 	}
-	if c.deliveries, err = tenantBatches(ctx, q, s, opts, nil, store.DeleteDeliveries, retention, eventArgs...); err != nil {
+	if c.deliveries, err = tenantBatches(ctx, q, s, opts, nil, store.DeleteDeliveries, p); err != nil {
 		return c, fmt.Errorf("admin: purge: delete webhook deliveries: %w", err)
 	}
 	return c, nil
 }
 
 // tenantBatches runs step's batches for s's one tenant, or, over every
-// tenant, for each tenant step.Tenants finds with rows due (tenantArgs its
-// arguments): each batch is a statement on one tenant, which Citus runs on
+// tenant, for each tenant store.SweepTenants finds with rows due: each batch is a statement on one tenant, which Citus runs on
 // one worker (a batch across tenants with FOR UPDATE SKIP LOCKED it
 // refuses). MaxBatches bounds the batches of the whole step, across
 // tenants.
-func tenantBatches(ctx context.Context, q db.DBTX, s scope, opts PurgeOptions, progress func(int64), step store.Sweep, tenantArgs []any, args ...any) (int64, error) {
+func tenantBatches(ctx context.Context, q db.DBTX, s scope, opts PurgeOptions, progress func(int64), step store.Sweep, p store.SweepParams) (int64, error) {
 	tenants := []string{s.tenant}
 	if !s.one {
-		rows, err := q.Query(ctx, step.Tenants, tenantArgs...)
-		if err != nil {
-			return 0, err
-		}
-		if tenants, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		var err error
+		if tenants, err = store.SweepTenants(ctx, q, step, p); err != nil {
 			return 0, err
 		}
 	}
@@ -153,7 +146,7 @@ func tenantBatches(ctx context.Context, q db.DBTX, s scope, opts PurgeOptions, p
 	for _, tenant := range tenants {
 		o := opts
 		o.MaxBatches = left
-		n, used, err := batches(ctx, q, o, progress, step.Tenant, append(args[:len(args):len(args)], tenant)...)
+		n, used, err := batches(ctx, q, o, progress, step, tenant, p)
 		total += n
 		if err != nil {
 			return total, err
@@ -169,11 +162,11 @@ func tenantBatches(ctx context.Context, q db.DBTX, s scope, opts PurgeOptions, p
 
 // batches runs a batch statement until it comes back short or MaxBatches
 // ran, and returns the total it moved or deleted and the batches it ran.
-func batches(ctx context.Context, q db.DBTX, opts PurgeOptions, progress func(int64), sql string, args ...any) (total int64, ran int, err error) {
+func batches(ctx context.Context, q db.DBTX, opts PurgeOptions, progress func(int64), step store.Sweep, tenant string, p store.SweepParams) (total int64, ran int, err error) {
 	for batch := 0; opts.MaxBatches == 0 || batch < opts.MaxBatches; batch++ {
 		ran++
-		var n int64
-		if err := q.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+		n, err := store.SweepBatch(ctx, q, step, tenant, p)
+		if err != nil {
 			return total, ran, err
 		}
 		total += n

@@ -122,8 +122,8 @@ func (s *Sweeper) sweepOnce(ctx context.Context) (c counts, ran bool, err error)
 		return c, false, fmt.Errorf("admin: sweep: %w", err)
 	}
 	defer guard.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // ends the guard, and so the lock
-	if err := guard.QueryRow(ctx, store.TryLockSQL, sweeperLockKey).Scan(&ran); err != nil {
-		return c, false, fmt.Errorf("admin: sweep: take lock: %w", err)
+	if ran, err = store.TryLock(ctx, guard, sweeperLockKey); err != nil {
+		return c, false, fmt.Errorf("admin: sweep: %w", err)
 	}
 	if !ran {
 		return c, false, nil

@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"fmt"
 	"net/http"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/token"
@@ -33,22 +32,15 @@ func (s *Spender) grantLease(ctx context.Context, tx pgx.Tx, req Request, t *loc
 		opID = token.NewOperationID()
 	}
 	l := &Lease{}
-	m := store.Moved{Tenant: req.Tenant, ID: t.id, Actor: req.Actor, Kind: string(a), From: string(t.state)}
-	args := []any{req.Tenant, t.id, t.policy.LeaseSeconds, opID}
-	scan := func(row pgx.Row) error {
-		if err := row.Scan(&l.Generation, &l.ExpiresAt, &l.OperationID); err != nil {
-			return fmt.Errorf("consume: grant lease: %w", err)
-		}
-		l.ExpiresAt = l.ExpiresAt.UTC()
-		return nil
+	p := store.LeaseParams{Tenant: req.Tenant, TokenID: t.id, LeaseSeconds: t.policy.LeaseSeconds, OperationID: opID,
+		Actor: req.Actor, Action: a, From: t.state}
+	// Lease is store.Leased with JSON names: the grant scans into it.
+	if err := store.Lease(ctx, tx, last, p, (*store.Leased)(l)); err != nil {
+		return Response{}, err
 	}
 	resp := Response{TokenID: t.id, State: to, Status: http.StatusAccepted, Lease: l}
 	if last != nil {
-		store.LeaseSQL.Queue(last, m, args...).QueryRow(scan)
 		return resp, nil
-	}
-	if err := store.LeaseSQL.QueryRow(ctx, tx, scan, m, args...); err != nil {
-		return Response{}, err
 	}
 	return leaseGranted(resp)
 }
@@ -127,27 +119,21 @@ func finish(ctx context.Context, q store.Batcher, a token.Action, r Report) (Rec
 		body, err = OutcomeBody{TokenID: r.TokenID, State: to, Error: r.Result}.Encode()
 	}
 	if err != nil {
-		return Recorded{}, fmt.Errorf("%w: %s: result: %v", ErrInvalidPayload, a, err)
+		return Recorded{}, tokend.InvalidWith(ErrInvalidPayload, "result", err)
 	}
 	if a != token.ReportUnknown {
 		if err := token.CheckOutcomeStatus(to, status); err != nil {
-			return Recorded{}, fmt.Errorf("%w: %s: %w", ErrInvalidPayload, a, err)
+			return Recorded{}, tokend.InvalidWith(ErrInvalidPayload, "", err)
 		}
 	}
 	rec := Recorded{TokenID: r.TokenID, State: to, Generation: r.Generation, Status: status}
 
-	m := store.Moved{Tenant: r.Tenant, ID: r.TokenID, Actor: r.Actor}
-	var tag pgconn.CommandTag
-	if a == token.ReportUnknown {
-		tag, err = store.ReportUnknownSQL.Run(ctx, q, m, r.Tenant, r.TokenID, r.Generation)
-	} else {
-		m.Kind = string(a)
-		tag, err = store.FinishLeaseSQL.Run(ctx, q, m, r.Tenant, r.TokenID, r.Generation, to, status, body)
-	}
+	recorded, err := store.Report(ctx, q, store.ReportParams{Tenant: r.Tenant, TokenID: r.TokenID, Generation: r.Generation,
+		Action: a, To: to, Status: status, Body: body, Actor: r.Actor})
 	if err != nil {
-		return Recorded{}, fmt.Errorf("consume: %s: %w", a, err)
+		return Recorded{}, err
 	}
-	if tag.RowsAffected() == 1 {
+	if recorded {
 		return rec, nil
 	}
 	return explainFinish(ctx, q, a, r, rec, body)
@@ -157,39 +143,30 @@ func finish(ctx context.Context, q store.Batcher, a token.Action, r Report) (Rec
 // already recorded (a replay), or an error. rec and body are what the report
 // would have recorded and stored.
 func explainFinish(ctx context.Context, q db.DBTX, a token.Action, r Report, rec Recorded, body []byte) (Recorded, error) {
-	var (
-		state        token.State
-		generation   int64
-		status       *int
-		storedBody   []byte
-		leased       bool
-		reportedKind *token.Action
-	)
-	err := q.QueryRow(ctx, store.ReportStateSQL, r.Tenant, r.TokenID, r.Generation).
-		Scan(&state, &generation, &status, &storedBody, &leased, &reportedKind)
-	if err := db.RowError(err, token.ErrNotFound, "consume: "+string(a)); err != nil {
+	st, err := store.ReadReportState(ctx, q, a, r.Tenant, r.TokenID, r.Generation)
+	if err != nil {
 		return Recorded{}, err
 	}
-	reported := reportedKind != nil
-	if reported && *reportedKind == a &&
-		(a == token.ReportUnknown || deref(status) == rec.Status && sameJSON(storedBody, body)) {
+	reported := st.Reported != nil
+	if reported && *st.Reported == a &&
+		(a == token.ReportUnknown || deref(st.Status) == rec.Status && sameJSON(st.Body, body)) {
 		rec.Replayed = true
 		return rec, nil
 	}
 	switch {
-	case !leased:
-		return Recorded{}, fmt.Errorf("%w: cannot %s a token that was never leased", token.ErrInvalidState, a)
-	case r.Generation < generation:
+	case !st.Leased:
+		return Recorded{}, tokend.Refuse(token.ErrInvalidState, "cannot %s a token that was never leased", a)
+	case r.Generation < st.Generation:
 		return Recorded{}, token.ErrStaleGeneration
 	case reported:
-		return Recorded{}, fmt.Errorf("%w: a different report (%s) was already recorded for generation %d", ErrReportConflict, *reportedKind, r.Generation)
-	case r.Generation > generation:
-		return Recorded{}, fmt.Errorf("%w: generation %d was never granted", token.ErrInvalidState, r.Generation)
-	case state == token.Unknown:
+		return Recorded{}, tokend.Refuse(ErrReportConflict, "a different report (%s) was already recorded for generation %d", *st.Reported, r.Generation)
+	case r.Generation > st.Generation:
+		return Recorded{}, tokend.Refuse(token.ErrInvalidState, "generation %d was never granted", r.Generation)
+	case st.State == token.Unknown:
 		// The lease lapsed under the unknown policy: an operator decides.
 		return Recorded{}, token.ErrOutcomeUnknown
 	}
-	return Recorded{}, fmt.Errorf("%w: cannot %s a token that is %s", token.ErrInvalidState, a, state)
+	return Recorded{}, tokend.Refuse(token.ErrInvalidState, "cannot %s a token that is %s", a, st.State)
 }
 
 // sameJSON reports whether a and b are the same JSON value: equal in their

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
 
+	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
@@ -336,6 +338,58 @@ func TestLeaseReportNotGranted(t *testing.T) {
 			t.Errorf("%s: the reports changed the token: %+v, was %+v", tt.name, got, before)
 		}
 	}
+}
+
+// A report's refusals are the typed errors the API reads field, reason and
+// detail from, and still match their sentinels: a result that is not JSON
+// names "result", a bad status "status", a report on a token never leased
+// or a second report for a generation says why.
+func TestLeaseReportRefusalsAreTyped(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.declareLease(operation.OnExpiryTakeover)
+	is := e.issue(payOp, "hana", nil)
+	issuedOnly := e.issue(payOp, "hana", nil)
+	l := e.grant(is)
+
+	invalid := func(name string, err error, field string, kinds ...error) {
+		t.Helper()
+		var ie *tokend.InvalidInputError
+		if !errors.As(err, &ie) || ie.Field != field || ie.Reason == "" {
+			t.Errorf("%s: %v (%#v), want an InvalidInputError naming %q with a reason", name, err, ie, field)
+		}
+		for _, k := range kinds {
+			if !errors.Is(err, k) {
+				t.Errorf("%s: %v does not match %v", name, err, k)
+			}
+		}
+	}
+	for _, a := range []token.Action{token.Complete, token.Fail} {
+		_, err := consume.Finish(ctx, e.pool, a, report(is, l.Generation, json.RawMessage(`{"charge":`)))
+		invalid(string(a)+" with a result that is not JSON", err, "result", consume.ErrInvalidPayload)
+	}
+	r := report(is, l.Generation, map[string]string{"k": "v"})
+	r.Status = 500
+	_, err := consume.Finish(ctx, e.pool, token.Complete, r)
+	invalid("complete with status 500", err, "status", consume.ErrInvalidPayload, token.ErrInvalidStatus)
+
+	refused := func(name string, err error, kind error, detail string) {
+		t.Helper()
+		var re *tokend.RefusalError
+		if !errors.As(err, &re) || re.Kind != kind || re.Detail != detail || !errors.Is(err, kind) {
+			t.Errorf("%s: %v (%#v), want a RefusalError of %v with detail %q", name, err, re, kind, detail)
+		}
+	}
+	_, err = consume.Finish(ctx, e.pool, token.Complete, report(issuedOnly, 0, nil))
+	refused("complete of a token never leased", err, token.ErrInvalidState, "cannot complete a token that was never leased")
+	_, err = consume.Finish(ctx, e.pool, token.Complete, report(is, l.Generation+1, nil))
+	refused("complete of a generation never granted", err, token.ErrInvalidState, fmt.Sprintf("generation %d was never granted", l.Generation+1))
+	if _, err := consume.Finish(ctx, e.pool, token.ReportUnknown, report(is, l.Generation, nil)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = consume.Finish(ctx, e.pool, token.Complete, report(is, l.Generation, nil))
+	refused("complete after unknown", err, consume.ErrReportConflict, fmt.Sprintf("a different report (report_unknown) was already recorded for generation %d", l.Generation))
 }
 
 // A status that cannot carry a body is refused when reported, since the

@@ -132,13 +132,7 @@ type locked struct {
 // Response then names the token and its new state.
 // A lock wait that timed out leaves tx aborted.
 func (s *Spender) SpendTx(ctx context.Context, tx pgx.Tx, req Request) (Response, error) {
-	b := &pgx.Batch{}
-	s.queueLock(b, req)
-	br := tx.SendBatch(ctx, b)
-	t, err := s.scanLock(br)
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = s.lockError(cerr)
-	}
+	t, err := lockedRow(store.LockTx(ctx, tx, req.Tenant, req.Secret.Hash(), s.lockWait))
 	if err != nil {
 		return Response{}, err
 	}
@@ -216,15 +210,14 @@ func (s *Spender) spendLocked(ctx context.Context, tx pgx.Tx, req Request, t *lo
 // BEGIN goes with the lock, and the outcome's write with COMMIT. A lease
 // grant costs two: BEGIN with the lock, the grant with COMMIT.
 func (s *Spender) Spend(ctx context.Context, pool *pgxpool.Pool, req Request) (Response, error) {
-	p, br, err := store.BeginPipelined(ctx, pool, func(b *pgx.Batch) { s.queueLock(b, req) })
+	p, br, err := store.BeginPipelined(ctx, pool, func(b *pgx.Batch) {
+		store.QueueLock(b, req.Tenant, req.Secret.Hash(), s.lockWait)
+	})
 	if err != nil {
 		return Response{}, fmt.Errorf("consume: %w", err)
 	}
 	defer p.Rollback(context.WithoutCancel(ctx))
-	t, err := s.scanLock(br)
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = s.lockError(cerr)
-	}
+	t, err := lockedRow(store.ReadLock(br))
 	if err != nil {
 		return Response{}, err
 	}
@@ -249,15 +242,9 @@ func (s *Spender) Spend(ctx context.Context, pool *pgxpool.Pool, req Request) (R
 	return resp, err
 }
 
-// queueLock queues the locking read of req's token, with the wait bound
-// (for this transaction only) when there is one.
-func (s *Spender) queueLock(b *pgx.Batch, req Request) {
-	store.QueueLock(b, req.Tenant, req.Secret.Hash(), s.lockWait)
-}
-
-// scanLock reads the result of queueLock's statement.
-func (s *Spender) scanLock(br pgx.BatchResults) (*locked, error) {
-	l, err := store.ScanLock(br)
+// lockedRow is the locking read's answer as a spend takes it: the lock
+// wait that ran out is another holder's spend in progress.
+func lockedRow(l *store.Locked, err error) (*locked, error) {
 	if errors.Is(err, store.ErrLockNotAvailable) {
 		return nil, &InProgressError{RetryAfterSeconds: 1}
 	}
@@ -272,16 +259,6 @@ func (s *Spender) scanLock(br pgx.BatchResults) (*locked, error) {
 		policy: operation.Policy{Name: l.Operation, Mode: operation.Mode(l.Mode),
 			OnLeaseExpiry: operation.ExpiryPolicy(l.OnLeaseExpiry), LeaseSeconds: l.LeaseSeconds, IgnoredFields: l.IgnoredFields},
 	}, nil
-}
-
-// lockError is the lock's batch failing as a spend answers it: the lock
-// wait that ran out is another holder's spend in progress.
-func (s *Spender) lockError(err error) error {
-	err = store.LockError(err)
-	if errors.Is(err, store.ErrLockNotAvailable) {
-		return &InProgressError{RetryAfterSeconds: 1}
-	}
-	return err
 }
 
 func (s *Spender) execute(ctx context.Context, tx pgx.Tx, req Request, t *locked, last *pgx.Batch) (Response, error) {

@@ -3,20 +3,20 @@ package form_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"html/template"
+	"io"
 	"log"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
-	"os"
+	"regexp"
 	"strconv"
+	"strings"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/form"
-	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/token"
+	"github.com/tokend/tokend/tokendtest"
 )
 
 var orderTmpl = template.Must(template.New("").Parse(`
@@ -56,25 +56,18 @@ func (topupPages) Error(w http.ResponseWriter, r *http.Request, status int, err 
 }
 
 // A top-up form that a double click, a reload or Back and submit cannot run
-// twice.
+// twice: here the same rendered form is submitted twice, and the account is
+// credited once; the second submit gets the first one's page again.
 func Example() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("TOKEND_DATABASE_URL"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	keys, err := token.NewKeyring(os.Getenv("TOKEND_SECRET_KEY"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	handlers := ledger.Handlers()
-	spender, err := consume.New(consume.Config{Handlers: handlers, Keys: keys})
-	if err != nil {
-		log.Fatal(err)
-	}
+	// A database with tokend's schema and the ledger's, a keyring and the
+	// ledger's handlers; a program has its pool, keyring and handlers.
+	kit, cleanup := tokendtest.ForExample(ledger.Handlers())
+	defer cleanup()
+	pool := kit.Pool
 
 	topup, err := form.New(form.Config{
-		Pool: pool, Issuer: intent.NewIssuer(keys, intent.WithHandlers(handlers)), Spender: spender,
+		Pool: pool, Issuer: kit.Issuer, Spender: kit.Spender,
 		Tenant: "shop", Operation: ledger.Credit,
 		// The amount is typed as text; the ledger wants an integer.
 		Payload: func(fields url.Values) ([]byte, error) {
@@ -92,7 +85,48 @@ func Example() {
 	h := topup.Handler(topupPages{}, signedInUser)
 	// The form is sent to another URL than the page's, so that Back
 	// restores the rendered page instead of fetching a new rendering.
-	http.Handle("GET /topup", h)
-	http.Handle("POST /topup/send", h)
-	log.Fatal(http.ListenAndServe("127.0.0.1:8081", nil))
+	mux := http.NewServeMux()
+	mux.Handle("GET /topup", h)
+	mux.Handle("POST /topup/send", h)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	// A browser: it follows the redirect to a rendering of its own and
+	// reads the form.
+	send := func(method, path string, fields url.Values) (int, string) {
+		req, err := http.NewRequestWithContext(ctx, method, srv.URL+path, strings.NewReader(fields.Encode()))
+		if err != nil {
+			log.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("X-User", "user-42")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			log.Fatal(err)
+		}
+		return resp.StatusCode, strings.TrimSpace(string(b))
+	}
+	_, page := send(http.MethodGet, "/topup", nil)
+	field := regexp.MustCompile(`name="` + form.FieldName + `" value="([^"]+)"`).FindStringSubmatch(page)
+	if field == nil {
+		log.Fatal("no token field in the form: ", page)
+	}
+	submit := url.Values{form.FieldName: {field[1]}, "account": {"acct-42"}, "amount": {"5"}}
+	for range 2 { // a double click
+		fmt.Println(send(http.MethodPost, "/topup/send", submit))
+	}
+	balance, err := ledger.Balance(ctx, pool, "shop", "acct-42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("balance", balance)
+	// Output:
+	// 200 <p>Done: {acct-42 5}</p>
+	// 200 <p>Done: {acct-42 5}</p>
+	// balance 5
 }

@@ -10,12 +10,12 @@ package inspect
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tokend/tokend/db"
+	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/token"
 )
 
@@ -25,11 +25,7 @@ func Get(ctx context.Context, q db.DBTX, tenant, id string) (token.Record, error
 	if !token.ValidID(id) {
 		return token.Record{}, token.ErrNotFound
 	}
-	r, err := Scan(q.QueryRow(ctx, getSQL, tenant, id))
-	if err := db.RowError(err, token.ErrNotFound, "inspect: get"); err != nil {
-		return token.Record{}, err
-	}
-	return r, nil
+	return store.GetToken(ctx, q, tenant, id)
 }
 
 // Event is one entry of a token's audit trail.
@@ -50,23 +46,13 @@ func Events(ctx context.Context, q db.DBTX, tenant, id string) ([]Event, error) 
 	if !token.ValidID(id) {
 		return nil, token.ErrNotFound
 	}
-	rows, err := q.Query(ctx, eventsSQL, tenant, id)
+	rows, err := store.TokenEvents(ctx, q, tenant, id)
 	if err != nil {
-		return nil, fmt.Errorf("inspect: events: %w", err)
+		return nil, err
 	}
-	events, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
-		var (
-			e    Event
-			from *string
-		)
-		err := r.Scan(&e.Seq, &e.At, &e.Actor, &e.Kind, &from, &e.To, &e.Generation, &e.Detail)
-		if from != nil {
-			e.From = token.State(*from)
-		}
-		return e, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("inspect: events: %w", err)
+	events := make([]Event, len(rows))
+	for i, r := range rows {
+		events[i] = Event(r)
 	}
 	if len(events) == 0 {
 		// Every token has its issue event, so no events means no token;
@@ -79,20 +65,4 @@ func Events(ctx context.Context, q db.DBTX, tenant, id string) ([]Event, error) 
 }
 
 // Scan reads a row of Columns into a Record.
-func Scan(row pgx.Row) (token.Record, error) {
-	var (
-		r           token.Record
-		operationID *string
-		status      *int
-	)
-	err := row.Scan(&r.Tenant, &r.ID, &r.Operation, &r.IntentID, &r.Subject, &r.State, &r.Generation,
-		&operationID, &r.PayloadDigest, &r.CreatedAt, &r.ExpiresAt, &r.RetainUntil,
-		&r.LeaseExpiresAt, &r.FinishedAt, &status, &r.ResultBody)
-	if operationID != nil {
-		r.OperationID = *operationID
-	}
-	if status != nil {
-		r.ResultStatus = *status
-	}
-	return r, err
-}
+func Scan(row pgx.Row) (token.Record, error) { return store.ScanRecord(row) }

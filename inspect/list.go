@@ -7,10 +7,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/db"
+	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/token"
 )
 
@@ -69,15 +68,12 @@ func List(ctx context.Context, q db.DBTX, tenant string, f Filter) (items []toke
 	after, _ := decodeCursor(f.Cursor)
 	// One row more than the page tells whether there is a next page without
 	// handing out a cursor to an empty one.
-	rows, err := q.Query(ctx, listSQL[f.State], tenant,
-		orNil(string(f.State)), orNil(f.Operation), orNil(f.Subject),
-		timeOrNil(f.CreatedAfter), timeOrNil(f.CreatedBefore), orNil(after), limit+1, orNil(f.Search))
+	items, err = store.ListTokens(ctx, q, store.ListParams{Tenant: tenant, State: f.State,
+		Operation: orNil(f.Operation), Subject: orNil(f.Subject), Search: orNil(f.Search),
+		CreatedAfter: timeOrNil(f.CreatedAfter), CreatedBefore: timeOrNil(f.CreatedBefore),
+		Before: orNil(after), Limit: limit + 1})
 	if err != nil {
-		return nil, "", fmt.Errorf("inspect: list: %w", err)
-	}
-	items, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (token.Record, error) { return Scan(r) })
-	if err != nil {
-		return nil, "", fmt.Errorf("inspect: list: %w", err)
+		return nil, "", err
 	}
 	if len(items) > limit {
 		items = items[:limit]

@@ -2,7 +2,7 @@ package operation
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"slices"
 	"strings"
 
@@ -10,52 +10,8 @@ import (
 
 	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/db"
+	"github.com/tokend/tokend/internal/store"
 )
-
-const policyColumns = `name, mode, on_lease_expiry, lease_seconds, max_ttl_seconds, retention_seconds, ignored_fields, event_outcome, version`
-
-const getSQL = `SELECT ` + policyColumns + ` FROM operations WHERE tenant_id = $1 AND name = $2`
-
-const listSQL = `SELECT ` + policyColumns + ` FROM operations WHERE tenant_id = $1 ORDER BY name`
-
-// putSQL declares or redeclares. The update time and the new version are
-// computed in VALUES and taken from EXCLUDED: Citus refuses now() and
-// nextval in ON CONFLICT DO UPDATE SET, and evaluates them in VALUES on the
-// coordinator. A new declaration takes one number of the sequence as its
-// column default did; a redeclaration one, as before.
-const putSQL = `
-INSERT INTO operations (tenant_id, name, mode, on_lease_expiry, lease_seconds, max_ttl_seconds, retention_seconds, ignored_fields, event_outcome,
-                        updated_at, version)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now(), nextval('operation_versions'))
-ON CONFLICT (tenant_id, name) DO UPDATE SET
-    mode = EXCLUDED.mode,
-    on_lease_expiry = EXCLUDED.on_lease_expiry,
-    lease_seconds = EXCLUDED.lease_seconds,
-    max_ttl_seconds = EXCLUDED.max_ttl_seconds,
-    retention_seconds = EXCLUDED.retention_seconds,
-    ignored_fields = EXCLUDED.ignored_fields,
-    event_outcome = EXCLUDED.event_outcome,
-    updated_at = EXCLUDED.updated_at,
-    version = EXCLUDED.version
-RETURNING version`
-
-// lockSQL takes the declaration's row lock, waiting for the issues that hold
-// it shared (internal/store PolicyCurrentSQL locks it FOR KEY SHARE) to commit, so
-// that the statement after it sees their tokens.
-const lockSQL = `SELECT version FROM operations WHERE tenant_id = $1 AND name = $2 FOR UPDATE`
-
-// deleteSQL deletes a declaration unless a token still needs it: issued and
-// not yet expired (by the database clock), pending or unknown. Run after
-// lockSQL in the same transaction, so no issue can slip in between.
-const deleteSQL = `
-DELETE FROM operations
-WHERE tenant_id = $1 AND name = $2
-  AND NOT EXISTS (
-    SELECT 1 FROM tokens
-    WHERE tenant_id = $1 AND operation = $2
-      AND (state IN ('pending', 'unknown') OR (state = 'issued' AND expires_at > now()))
-  )
-RETURNING ` + policyColumns
 
 // Get returns the policy of operation name for tenant: the tenant's own
 // declaration, else h's built-in default, else an error wrapping ErrUnknown.
@@ -65,35 +21,32 @@ func Get(ctx context.Context, q db.DBTX, tenant, name string, h Handlers) (Polic
 		// Never declared, and not a value to hand the database (NUL, bad UTF-8).
 		return Policy{}, tokend.Refuse(ErrUnknown, "%q", name)
 	}
-	p, err := scan(q.QueryRow(ctx, getSQL, tenant, name))
-	if db.NoRow(err) {
-		if b, ok := builtin(h, name); ok {
-			return b, nil
-		}
-		return Policy{}, tokend.Refuse(ErrUnknown, "%q", name)
+	row, ok, err := store.GetPolicy(ctx, q, tenant, name)
+	switch {
+	case err != nil:
+		return Policy{}, err
+	case ok:
+		return fromRow(row), nil
 	}
-	if err != nil {
-		return Policy{}, fmt.Errorf("operation: get %q: %w", name, err)
+	if b, ok := builtin(h, name); ok {
+		return b, nil
 	}
-	return p, nil
+	return Policy{}, tokend.Refuse(ErrUnknown, "%q", name)
 }
 
 // List returns the tenant's declared operations and h's built-ins it has
 // not overridden, ordered by name. h may be nil.
 func List(ctx context.Context, q db.DBTX, tenant string, h Handlers) ([]Policy, error) {
-	rows, err := q.Query(ctx, listSQL, tenant)
+	rows, err := store.ListPolicies(ctx, q, tenant)
 	if err != nil {
-		return nil, fmt.Errorf("operation: list: %w", err)
-	}
-	declared, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Policy, error) { return scan(r) })
-	if err != nil {
-		return nil, fmt.Errorf("operation: list: %w", err)
+		return nil, err
 	}
 	seen := map[string]bool{}
-	for _, p := range declared {
-		seen[p.Name] = true
+	out := make([]Policy, len(rows))
+	for i, r := range rows {
+		out[i] = fromRow(r)
+		seen[r.Name] = true
 	}
-	out := declared
 	if h != nil {
 		for _, b := range h.Builtins() {
 			if !seen[b.Name] {
@@ -125,17 +78,21 @@ func Put(ctx context.Context, q db.DBTX, tenant string, p Policy, h Handlers) (P
 	if p.Mode == Atomic && (h == nil || !h.Has(p.Name)) {
 		return Policy{}, tokend.Refuse(ErrNotRunnable, "this server has no Go handler for %s; declare it in lease mode", p.Name)
 	}
-	err := q.QueryRow(ctx, putSQL, tenant, p.Name, p.Mode, p.OnLeaseExpiry, p.LeaseSeconds, p.MaxTTLSeconds, p.RetentionSeconds, p.IgnoredFields, p.EventOutcome).Scan(&p.Version)
+	v, err := store.PutPolicy(ctx, q, tenant, store.PolicyRow{Name: p.Name, Mode: string(p.Mode), OnLeaseExpiry: string(p.OnLeaseExpiry),
+		LeaseSeconds: p.LeaseSeconds, MaxTTLSeconds: p.MaxTTLSeconds, RetentionSeconds: p.RetentionSeconds,
+		IgnoredFields: p.IgnoredFields, EventOutcome: p.EventOutcome})
 	if err != nil {
-		return Policy{}, fmt.Errorf("operation: put %q: %w", p.Name, err)
+		return Policy{}, err
 	}
+	p.Version = v
 	return p, nil
 }
 
-func scan(row pgx.Row) (Policy, error) {
-	var p Policy
-	err := row.Scan(&p.Name, &p.Mode, &p.OnLeaseExpiry, &p.LeaseSeconds, &p.MaxTTLSeconds, &p.RetentionSeconds, &p.IgnoredFields, &p.EventOutcome, &p.Version)
-	return p, err
+// fromRow is the Policy a stored declaration holds.
+func fromRow(r store.PolicyRow) Policy {
+	return Policy{Name: r.Name, Mode: Mode(r.Mode), OnLeaseExpiry: ExpiryPolicy(r.OnLeaseExpiry), LeaseSeconds: r.LeaseSeconds,
+		MaxTTLSeconds: r.MaxTTLSeconds, RetentionSeconds: r.RetentionSeconds, IgnoredFields: r.IgnoredFields,
+		EventOutcome: r.EventOutcome, Version: r.Version}
 }
 
 // Beginner starts a transaction: a pool, a connection, or a transaction
@@ -154,18 +111,19 @@ func Delete(ctx context.Context, b Beginner, tenant, name string, h Handlers) (P
 	if !ValidName(name) {
 		return Policy{}, tokend.Refuse(ErrUnknown, "%q", name)
 	}
-	var p Policy
+	var row store.PolicyRow
 	err := pgx.BeginFunc(ctx, b, func(tx pgx.Tx) error {
-		var v int64
-		err := tx.QueryRow(ctx, lockSQL, tenant, name).Scan(&v)
-		if err := db.RowError(err, tokend.Refuse(ErrUnknown, "%q", name), "operation: delete "+name); err != nil {
-			return err
-		}
-		// A statement of its own, so its snapshot includes the tokens of the
-		// issues lockSQL waited for.
-		p, err = scan(tx.QueryRow(ctx, deleteSQL, tenant, name))
-		inUse := tokend.Refuse(ErrInUse, "%s has unfinished tokens (issued, pending or unknown); wait for them to finish or expire, or revoke or reconcile them", name)
-		return db.RowError(err, inUse, "operation: delete "+name)
+		var err error
+		row, err = store.DeletePolicy(ctx, tx, tenant, name)
+		return err
 	})
-	return p, err
+	switch {
+	case errors.Is(err, store.ErrNoPolicy):
+		return Policy{}, tokend.Refuse(ErrUnknown, "%q", name)
+	case errors.Is(err, store.ErrPolicyInUse):
+		return Policy{}, tokend.Refuse(ErrInUse, "%s has unfinished tokens (issued, pending or unknown); wait for them to finish or expire, or revoke or reconcile them", name)
+	case err != nil:
+		return Policy{}, err
+	}
+	return fromRow(row), nil
 }

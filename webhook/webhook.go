@@ -12,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/tokend/tokend/internal/store"
 )
 
 // The Standard Webhooks headers.
@@ -162,12 +164,7 @@ func ReceiveAny(secrets []string, r *http.Request) (Delivery, error) {
 
 // Schema creates the consumer's dedup table, tokend_webhook_events, if it
 // is not there. Run it once, e.g. in the consumer's migrations.
-const Schema = `CREATE TABLE IF NOT EXISTS tokend_webhook_events (
-    event_id    text        PRIMARY KEY,
-    received_at timestamptz NOT NULL DEFAULT now()
-)`
-
-const onceSQL = `INSERT INTO tokend_webhook_events (event_id) VALUES ($1) ON CONFLICT (event_id) DO NOTHING`
+const Schema = store.WebhookEventsSchema
 
 // OnceTx records event id in the consumer's transaction tx and reports
 // whether this is its first delivery. Apply the event's effect in the same
@@ -175,9 +172,5 @@ const onceSQL = `INSERT INTO tokend_webhook_events (event_id) VALUES ($1) ON CON
 // one racing the first, finds the row (or waits for the first to commit)
 // and reports false, so the effect happens once.
 func OnceTx(ctx context.Context, tx pgx.Tx, eventID string) (first bool, err error) {
-	tag, err := tx.Exec(ctx, onceSQL, eventID)
-	if err != nil {
-		return false, fmt.Errorf("webhook: record event %s: %w", eventID, err)
-	}
-	return tag.RowsAffected() == 1, nil
+	return store.WebhookOnce(ctx, tx, eventID)
 }

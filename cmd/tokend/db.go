@@ -7,17 +7,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/example/ledger"
+	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/migrations"
 )
 
@@ -80,9 +78,7 @@ func (c dbConfig) applyMigrations(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("migrations: connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	// Set on the session, not as a startup parameter, which a pooler may
-	// refuse (PgBouncer: "unsupported startup parameter").
-	if _, err := conn.Exec(ctx, "SET lock_timeout = "+strconv.FormatInt(timeout.Milliseconds(), 10)); err != nil {
+	if err := store.SetLockTimeout(ctx, conn, timeout); err != nil {
 		return 0, fmt.Errorf("migrations: set lock_timeout: %w", err)
 	}
 	var n int
@@ -94,7 +90,7 @@ func (c dbConfig) applyMigrations(ctx context.Context) (int, error) {
 			break
 		}
 	}
-	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == pgerrcode.LockNotAvailable {
+	if store.LockNotAvailable(err) {
 		return n, fmt.Errorf("migrations: waited %s (TOKEND_MIGRATION_LOCK_TIMEOUT) for a lock another session holds (%s): "+
 			"another tokend migrating, or a session left holding it; end that session (pg_terminate_backend) or wait: %w", timeout, lockHolders(ctx, cc), err)
 	}
@@ -112,46 +108,19 @@ func lockHolders(ctx context.Context, cc *pgx.ConnConfig) string {
 		return "could not ask who: " + err.Error()
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	rows, err := conn.Query(ctx, sqlLockHolders)
+	holders, err := store.LockHolders(ctx, conn)
 	if err != nil {
 		return "could not ask who: " + err.Error()
 	}
 	var held []string
-	for rows.Next() {
-		var (
-			pid                int32
-			app, client, state string
-			forSeconds         int64
-			locks              string
-		)
-		if err := rows.Scan(&pid, &app, &client, &state, &forSeconds, &locks); err != nil {
-			return "could not ask who: " + err.Error()
-		}
-		held = append(held, fmt.Sprintf("pid %d, application_name %q, client %s, %s for %ds, holding %s", pid, app, client, state, forSeconds, locks))
-	}
-	if err := rows.Err(); err != nil {
-		return "could not ask who: " + err.Error()
+	for _, h := range holders {
+		held = append(held, fmt.Sprintf("pid %d, application_name %q, client %s, %s for %ds, holding %s", h.PID, h.App, h.Client, h.State, h.ForSeconds, h.Locks))
 	}
 	if len(held) == 0 {
 		return "none holds one now"
 	}
 	return "held by " + strings.Join(held, "; ")
 }
-
-// sqlLockHolders lists, oldest transaction first, the other sessions of
-// the current database holding an advisory lock (tern's migration lock is
-// one) or a lock on a table, with what pg_stat_activity says of them.
-const sqlLockHolders = `
-SELECT a.pid, coalesce(a.application_name, ''), coalesce(host(a.client_addr), 'local'),
-       coalesce(a.state, ''), coalesce(extract(epoch FROM now() - coalesce(a.xact_start, a.backend_start))::bigint, 0),
-       string_agg(DISTINCT CASE WHEN l.locktype = 'advisory' THEN 'an advisory lock'
-                                ELSE l.mode || ' on ' || l.relation::regclass::text END, ', ')
-FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-WHERE l.granted AND l.pid <> pg_backend_pid() AND a.datname = current_database()
-  AND (l.locktype = 'advisory' OR (l.locktype = 'relation' AND l.relation >= 16384))
-GROUP BY a.pid, a.application_name, a.client_addr, a.state, a.xact_start, a.backend_start
-ORDER BY coalesce(a.xact_start, a.backend_start)
-LIMIT 5`
 
 // errNoSession is why tokend refuses to start on a connection that does
 // not keep a session.
@@ -201,8 +170,8 @@ func keepsSession(ctx context.Context, url string) error {
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:])
 	want := hex.EncodeToString(nonce[:])
-	var pidA int32
-	if err := a.QueryRow(ctx, `SELECT pg_backend_pid(), set_config('tokend.session_check', $1, false)`, want).Scan(&pidA, new(string)); err != nil {
+	pidA, err := store.MarkSession(ctx, a, want)
+	if err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
 	for range 3 {
@@ -210,19 +179,15 @@ func keepsSession(ctx context.Context, url string) error {
 		if err != nil {
 			return fmt.Errorf("database: %w", err)
 		}
-		var pidB int32
-		if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pidB); err != nil {
+		pidB, err := store.BackendPID(ctx, tx)
+		if err != nil {
 			_ = tx.Rollback(ctx)
 			return fmt.Errorf("database: %w", err)
 		}
 		// A session answers at once; a pooler out of backends makes it
 		// wait for b's, which is as telling.
 		qctx, qcancel := context.WithTimeout(ctx, 3*time.Second)
-		var (
-			pid int32
-			got string
-		)
-		err = a.QueryRow(qctx, `SELECT pg_backend_pid(), coalesce(current_setting('tokend.session_check', true), '')`).Scan(&pid, &got)
+		pid, got, err := store.ReadSession(qctx, a)
 		waited := qctx.Err() != nil
 		qcancel()
 		_ = tx.Rollback(ctx)

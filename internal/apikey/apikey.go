@@ -14,6 +14,7 @@ import (
 
 	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/internal/apikey/keytext"
+	"github.com/tokend/tokend/internal/store"
 )
 
 // Prefixes of a key's plaintext and of its public id (see keytext).
@@ -83,10 +84,11 @@ func Create(ctx context.Context, q db.DBTX, tenant string, role Role) (Key, stri
 	}
 	secret := keytext.NewSecret()
 	k := Key{ID: keytext.NewID(), Tenant: tenant, Role: role}
-	err := q.QueryRow(ctx, createSQL, tenant, k.ID, hash(secret), role).Scan(&k.CreatedAt)
+	at, err := store.CreateAPIKey(ctx, q, store.APIKeyRow{Tenant: tenant, ID: k.ID, Role: string(role), Hash: hash(secret)})
 	if err != nil {
-		return Key{}, "", fmt.Errorf("apikey: create: %w", err)
+		return Key{}, "", err
 	}
+	k.CreatedAt = at
 	return k, secret, nil
 }
 
@@ -97,20 +99,19 @@ func Resolve(ctx context.Context, q db.DBTX, presented string) (Key, error) {
 		return Key{}, ErrUnauthorized
 	}
 	want := hash(presented)
-	var (
-		k      Key
-		stored []byte
-	)
-	err := q.QueryRow(ctx, resolveSQL, want).Scan(&k.Tenant, &k.ID, &k.Role, &k.CreatedAt, &stored)
-	if err := db.RowError(err, ErrUnauthorized, "apikey: resolve"); err != nil {
+	r, ok, err := store.ResolveAPIKey(ctx, q, want)
+	switch {
+	case err != nil:
 		return Key{}, err
+	case !ok:
+		return Key{}, ErrUnauthorized
 	}
 	// The index lookup already matched the hash; comparing again in constant
 	// time keeps the decision itself from depending on where bytes differ.
-	if subtle.ConstantTimeCompare(stored, want) != 1 {
+	if subtle.ConstantTimeCompare(r.Hash, want) != 1 {
 		return Key{}, ErrUnauthorized
 	}
-	return k, nil
+	return Key{ID: r.ID, Tenant: r.Tenant, Role: Role(r.Role), CreatedAt: r.CreatedAt}, nil
 }
 
 // Revoke makes tenant's key id unusable from now on and returns the key's
@@ -120,9 +121,12 @@ func Resolve(ctx context.Context, q db.DBTX, presented string) (Key, error) {
 // The same statement notifies every Watch on the database, which hears of
 // it when (and only if) the transaction q belongs to commits.
 func Revoke(ctx context.Context, q db.DBTX, tenant, id string) (keyHash []byte, err error) {
-	err = q.QueryRow(ctx, revokeSQL, tenant, id).Scan(&keyHash, nil)
-	if err := db.RowError(err, fmt.Errorf("%w: %s", ErrNotFound, id), "apikey: revoke"); err != nil {
+	keyHash, ok, err := store.RevokeAPIKey(ctx, q, tenant, id)
+	switch {
+	case err != nil:
 		return nil, err
+	case !ok:
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	return keyHash, nil
 }
@@ -131,10 +135,12 @@ func Revoke(ctx context.Context, q db.DBTX, tenant, id string) (keyHash []byte, 
 // ErrUnauthorized otherwise. It is for what names a key without presenting
 // it, such as a console session signed in with it.
 func Live(ctx context.Context, q db.DBTX, tenant, id string) error {
-	var live bool
-	err := q.QueryRow(ctx, liveSQL, tenant, id).Scan(&live)
-	if err := db.RowError(err, ErrUnauthorized, "apikey: live"); err != nil {
+	live, err := store.APIKeyLive(ctx, q, tenant, id)
+	switch {
+	case err != nil:
 		return err
+	case !live:
+		return ErrUnauthorized
 	}
 	return nil
 }

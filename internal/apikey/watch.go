@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tokend/tokend/internal/store"
 )
 
 // Backoff between attempts to listen again, and how long the listening
@@ -60,8 +62,7 @@ func Watch(ctx context.Context, pool *pgxpool.Pool, revoked func(keyHash []byte)
 	w := watcher{pool: pool, revoked: revoked, reset: reset, log: log,
 		probeWait: watchProbeWait, pollEvery: watchPollEvery,
 		probe: func(ctx context.Context) error {
-			_, err := pool.Exec(ctx, notifySQL, probePayload)
-			return err
+			return store.NotifyAPIKeys(ctx, pool, probePayload)
 		}}
 	return w.run(ctx)
 }
@@ -140,7 +141,7 @@ func (w watcher) listen(ctx context.Context) (listened bool, err error) {
 		defer cancel()
 		_ = conn.Close(ctx)
 	}()
-	if _, err := conn.Exec(ctx, listenSQL); err != nil {
+	if err := store.ListenAPIKeys(ctx, conn); err != nil {
 		return false, err
 	}
 	w.reset()

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tokend/tokend/event"
+	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/token"
 	"github.com/tokend/tokend/webhook"
 )
@@ -231,34 +232,26 @@ func (d *Dispatcher) step(ctx context.Context, n int) ([]claimed, error) {
 }
 
 func (d *Dispatcher) fanOut(ctx context.Context) error {
-	rows, err := d.cfg.Pool.Query(ctx, tenantsSQL)
+	tenants, err := store.WebhookTenants(ctx, d.cfg.Pool)
 	if err != nil {
-		return fmt.Errorf("webhooks: tenants: %w", err)
-	}
-	tenants, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return fmt.Errorf("webhooks: tenants: %w", err)
+		return err
 	}
 	for _, t := range tenants {
 		if _, err := event.Position(ctx, d.cfg.Pool, t); err != nil {
 			return err
 		}
 	}
-	rows, err = d.cfg.Pool.Query(ctx, behindSQL)
+	behind, err := store.Behind(ctx, d.cfg.Pool)
 	if err != nil {
-		return fmt.Errorf("webhooks: fan out: %w", err)
-	}
-	behind, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Tenant, ID string }])
-	if err != nil {
-		return fmt.Errorf("webhooks: fan out: %w", err)
+		return err
 	}
 	for _, ep := range behind {
 		for {
-			var seen, offered int64
-			if err := d.cfg.Pool.QueryRow(ctx, fanOutSQL, ep.Tenant, ep.ID).Scan(&seen, &offered); err != nil {
-				return fmt.Errorf("webhooks: fan out: %w", err)
+			seen, _, err := store.FanOut(ctx, d.cfg.Pool, ep)
+			if err != nil {
+				return err
 			}
-			if seen < fanOutBatch {
+			if seen < store.FanOutBatch {
 				break
 			}
 		}
@@ -281,17 +274,13 @@ type claimed struct {
 func (d *Dispatcher) claim(ctx context.Context, n int) ([]claimed, error) {
 	var cs []claimed
 	err := pgx.BeginFunc(ctx, d.cfg.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, claimLockSQL); err != nil {
+		if err := store.ClaimLock(ctx, tx); err != nil {
 			return err
 		}
 		// One tenant per claim (on Citus, one worker), the tenants waiting
 		// longest first, each given an even share of what is left of n:
 		// every tenant's first delivery before any tenant's second.
-		rows, err := tx.Query(ctx, dueTenantsSQL)
-		if err != nil {
-			return err
-		}
-		tenants, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		tenants, err := store.DueTenants(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -301,23 +290,15 @@ func (d *Dispatcher) claim(ctx context.Context, n int) ([]claimed, error) {
 				break
 			}
 			share := (left + len(tenants) - i - 1) / (len(tenants) - i)
-			rows, err := tx.Query(ctx, claimSQL, share, d.cfg.Lease.Seconds(), d.cfg.EndpointConcurrency, d.cfg.TenantConcurrency, tenant)
+			got, err := store.Claim(ctx, tx, store.ClaimParams{Tenant: tenant, Limit: share, LeaseSeconds: d.cfg.Lease.Seconds(),
+				EndpointConcurrency: d.cfg.EndpointConcurrency, TenantConcurrency: d.cfg.TenantConcurrency})
 			if err != nil {
 				return err
 			}
-			got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimed, error) {
-				var c claimed
-				e := &c.event
-				err := r.Scan(&c.tenant, &c.endpoint, &c.pos, &c.attempt, &c.url, &c.nonce, &c.keyID, &c.prevNonce, &c.prevKeyID,
-					&e.ID, &e.Type, &e.TokenID, &e.Operation, &e.Subject, &e.Actor, &e.From, &e.To,
-					&e.Generation, &e.OutcomeStatus, &e.Outcome, &e.At)
-				e.Position = c.pos
-				return c, err
-			})
-			if err != nil {
-				return err
+			for _, r := range got {
+				cs = append(cs, claimed{tenant: r.Tenant, endpoint: r.Endpoint, url: r.URL, pos: r.Pos, attempt: r.Attempt,
+					nonce: r.Nonce, keyID: r.KeyID, prevNonce: r.PrevNonce, prevKeyID: r.PrevKeyID, event: webhook.Event(r.Event)})
 			}
-			cs = append(cs, got...)
 			left -= len(got)
 		}
 		return nil
@@ -339,12 +320,14 @@ func (d *Dispatcher) deliver(ctx context.Context, c claimed) {
 	status := ans.status
 	ms := time.Since(start).Milliseconds()
 	var err error
+	a := store.AttemptParams{Tenant: c.tenant, Endpoint: c.endpoint, Pos: c.pos, Attempt: c.attempt}
 	switch {
 	case sendErr == nil && status/100 == 2:
 		d.attempts.WithLabelValues("delivered").Inc()
-		var n int64
-		err = d.cfg.Pool.QueryRow(ctx, deliveredSQL, c.tenant, c.endpoint, c.pos, c.attempt, status, ms).Scan(&n)
-		if err == nil && n == 1 {
+		a.DurationMS = ms
+		var recorded bool
+		recorded, err = store.Delivered(ctx, d.cfg.Pool, a, status)
+		if err == nil && recorded {
 			d.lag.Observe(time.Since(c.event.At).Seconds())
 		}
 	default:
@@ -368,9 +351,10 @@ func (d *Dispatcher) deliver(ctx context.Context, c claimed) {
 			}
 		}
 		d.attempts.WithLabelValues(result).Inc()
+		a.DurationMS = ms
 		var state string
-		err = d.cfg.Pool.QueryRow(ctx, failedSQL, c.tenant, c.endpoint, c.pos, c.attempt, st, msg,
-			wait.Seconds(), d.cfg.MaxAge.Seconds(), d.cfg.DisableAfter.Seconds(), ms, gone).Scan(&state)
+		state, err = store.Failed(ctx, d.cfg.Pool, a, store.FailedParams{Status: st, Error: msg, WaitSeconds: wait.Seconds(),
+			MaxAgeSeconds: d.cfg.MaxAge.Seconds(), DisableAfterSeconds: d.cfg.DisableAfter.Seconds(), Gone: gone})
 		if err == nil {
 			log.Warn("webhooks: delivery failed", "err", msg, "state", state)
 		}
@@ -465,13 +449,12 @@ func (u *undelivered) Describe(ch chan<- *prometheus.Desc) {
 func (u *undelivered) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	var n, parked, disabled int64
-	var age float64
-	if err := u.pool.QueryRow(ctx, undeliveredSQL).Scan(&n, &age, &parked, &disabled); err != nil {
+	c, err := store.Undelivered(ctx, u.pool)
+	if err != nil {
 		return // left out of this scrape rather than reported wrong
 	}
-	ch <- prometheus.MustNewConstMetric(u.count, prometheus.GaugeValue, float64(n))
-	ch <- prometheus.MustNewConstMetric(u.age, prometheus.GaugeValue, age)
-	ch <- prometheus.MustNewConstMetric(u.parked, prometheus.GaugeValue, float64(parked))
-	ch <- prometheus.MustNewConstMetric(u.disabled, prometheus.GaugeValue, float64(disabled))
+	ch <- prometheus.MustNewConstMetric(u.count, prometheus.GaugeValue, float64(c.Pending))
+	ch <- prometheus.MustNewConstMetric(u.age, prometheus.GaugeValue, c.OldestAgeSeconds)
+	ch <- prometheus.MustNewConstMetric(u.parked, prometheus.GaugeValue, float64(c.Parked))
+	ch <- prometheus.MustNewConstMetric(u.disabled, prometheus.GaugeValue, float64(c.Disabled))
 }

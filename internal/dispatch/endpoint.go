@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/client"
-	"github.com/tokend/tokend/db"
+	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/token"
 )
 
@@ -176,21 +176,19 @@ func CreateWith(ctx context.Context, pool *pgxpool.Pool, keys *token.Keyring, o 
 	if err != nil {
 		return Endpoint{}, "", err
 	}
-	var e Endpoint
+	var row store.EndpointRow
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, lockTenantSQL, tenant); err != nil {
-			return err
-		}
-		e, err = scan(tx.QueryRow(ctx, createSQL, tenant, id, n.URL, types, nonce, keyID, o.MaxEndpoints))
+		row, err = store.CreateEndpoint(ctx, tx, store.NewEndpoint{Tenant: tenant, ID: id, URL: n.URL, EventTypes: types,
+			Nonce: nonce, KeyID: keyID, Max: o.MaxEndpoints})
 		return err
 	})
-	if db.NoRow(err) {
+	if errors.Is(err, store.ErrEndpointLimit) {
 		return Endpoint{}, "", fmt.Errorf("%w: a tenant may register %d", ErrTooManyEndpoints, o.MaxEndpoints)
 	}
 	if err != nil {
 		return Endpoint{}, "", fmt.Errorf("dispatch: create: %w", err)
 	}
-	return e, s, nil
+	return endpoint(row), s, nil
 }
 
 // maxURL bounds an endpoint's URL.
@@ -212,7 +210,7 @@ func RotateSecret(ctx context.Context, pool *pgxpool.Pool, keys *token.Keyring, 
 	if err != nil {
 		return Endpoint{}, "", err
 	}
-	e, err := one(scan(pool.QueryRow(ctx, rotateSQL, tenant, id, nonce, keyID, overlap.Seconds())))
+	e, err := one(store.RotateEndpoint(ctx, pool, tenant, id, nonce, keyID, overlap.Seconds()))
 	if err != nil {
 		return Endpoint{}, "", err
 	}
@@ -221,32 +219,32 @@ func RotateSecret(ctx context.Context, pool *pgxpool.Pool, keys *token.Keyring, 
 
 // List answers tenant's endpoints, oldest first.
 func List(ctx context.Context, pool *pgxpool.Pool, tenant string) ([]Endpoint, error) {
-	rows, err := pool.Query(ctx, listSQL, tenant)
+	rows, err := store.ListEndpoints(ctx, pool, tenant)
 	if err != nil {
-		return nil, fmt.Errorf("dispatch: list: %w", err)
+		return nil, err
 	}
-	eps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Endpoint, error) { return scan(r) })
-	if err != nil {
-		return nil, fmt.Errorf("dispatch: list: %w", err)
+	eps := make([]Endpoint, len(rows))
+	for i, r := range rows {
+		eps[i] = endpoint(r)
 	}
 	return eps, nil
 }
 
 // Get answers one of tenant's endpoints.
 func Get(ctx context.Context, pool *pgxpool.Pool, tenant, id string) (Endpoint, error) {
-	return one(scan(pool.QueryRow(ctx, getSQL, tenant, id)))
+	return one(store.GetEndpoint(ctx, pool, tenant, id))
 }
 
 // SetEnabled enables or disables an endpoint. Disabling parks its pending
 // deliveries; enabling clears its failure run and resumes them, each with a
 // new maximum age. Its failed deliveries stay failed until Redeliver.
 func SetEnabled(ctx context.Context, pool *pgxpool.Pool, tenant, id string, enabled bool) (Endpoint, error) {
-	return one(scan(pool.QueryRow(ctx, setEnabledSQL, tenant, id, enabled, "operator")))
+	return one(store.SetEndpointEnabled(ctx, pool, tenant, id, enabled, "operator"))
 }
 
 // Delete removes an endpoint with its deliveries.
 func Delete(ctx context.Context, pool *pgxpool.Pool, tenant, id string) (Endpoint, error) {
-	return one(scan(pool.QueryRow(ctx, deleteSQL, tenant, id)))
+	return one(store.DeleteEndpoint(ctx, pool, tenant, id))
 }
 
 // Redeliver sends again the endpoint's failed deliveries after position
@@ -280,11 +278,8 @@ func Resend(ctx context.Context, pool *pgxpool.Pool, tenant, id string, sel Sele
 	if sel.Position != 0 {
 		pos = &sel.Position
 	}
-	var n int64
-	if err := pool.QueryRow(ctx, redeliverSQL, tenant, id, sel.After, sel.All || pos != nil, pos, sel.Delivered).Scan(&n); err != nil {
-		return 0, fmt.Errorf("dispatch: redeliver: %w", err)
-	}
-	return n, nil
+	return store.Redeliver(ctx, pool, store.RedeliverParams{Tenant: tenant, ID: id, After: sel.After, Position: pos,
+		Hurry: sel.All || pos != nil, Delivered: sel.Delivered})
 }
 
 // Delivery is one event owed to an endpoint, and its attempts, in the
@@ -293,31 +288,31 @@ type Delivery = client.WebhookDelivery
 
 // Recent answers the endpoint's latest limit deliveries, newest first.
 func Recent(ctx context.Context, pool *pgxpool.Pool, tenant, id string, limit int) ([]Delivery, error) {
-	rows, err := pool.Query(ctx, recentSQL, tenant, id, limit)
+	rows, err := store.RecentDeliveries(ctx, pool, tenant, id, limit)
 	if err != nil {
-		return nil, fmt.Errorf("dispatch: deliveries: %w", err)
+		return nil, err
 	}
-	ds, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Delivery, error) {
-		var d Delivery
-		err := r.Scan(&d.Position, &d.EventID, &d.State, &d.Attempts, &d.NextAttemptAt, &d.CreatedAt, &d.FinishedAt, &d.Tries)
-		return d, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("dispatch: deliveries: %w", err)
+	ds := make([]Delivery, len(rows))
+	for i, r := range rows {
+		ds[i] = Delivery(r)
 	}
 	return ds, nil
 }
 
-func scan(r pgx.Row) (Endpoint, error) {
-	var e Endpoint
-	err := r.Scan(&e.Tenant, &e.ID, &e.URL, &e.EventTypes, &e.nonce, &e.keyID, &e.Enabled,
-		&e.DisabledReason, &e.FeedPosition, &e.FailingSince, &e.CreatedAt, &e.PreviousSecretUntil)
-	return e, err
+// endpoint is the Endpoint a stored row is.
+func endpoint(r store.EndpointRow) Endpoint {
+	return Endpoint{Tenant: r.Tenant, ID: r.ID, URL: r.URL, EventTypes: r.EventTypes, Enabled: r.Enabled,
+		DisabledReason: r.DisabledReason, FeedPosition: r.FeedPosition, FailingSince: r.FailingSince,
+		CreatedAt: r.CreatedAt, PreviousSecretUntil: r.PreviousSecretUntil, nonce: r.Nonce, keyID: r.KeyID}
 }
 
-func one(e Endpoint, err error) (Endpoint, error) {
-	if err := db.RowError(err, ErrNotFound, "dispatch"); err != nil {
+// one is a statement's one endpoint, or ErrNotFound.
+func one(r store.EndpointRow, ok bool, err error) (Endpoint, error) {
+	switch {
+	case err != nil:
 		return Endpoint{}, err
+	case !ok:
+		return Endpoint{}, ErrNotFound
 	}
-	return e, nil
+	return endpoint(r), nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/netip"
 	"syscall"
+
+	"github.com/tokend/tokend/internal/store"
 )
 
 // SendWithoutRecording claims and sends due deliveries, then forgets them,
@@ -21,10 +23,10 @@ func SendWithoutRecording(ctx context.Context, d *Dispatcher) (int, error) {
 
 // Statements for plan tests.
 var (
-	FanOutSQL      = fanOutSQL
-	ClaimSQL       = claimSQL
-	BehindSQL      = behindSQL
-	UndeliveredSQL = undeliveredSQL
+	FanOutSQL      = store.FanOutSQL
+	ClaimSQL       = store.ClaimSQL
+	BehindSQL      = store.BehindSQL
+	UndeliveredSQL = store.UndeliveredSQL
 )
 
 // WithTestNetwork makes cfg's dispatcher resolve names with lookup instead

@@ -23,10 +23,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/event"
+	"github.com/tokend/tokend/internal/store"
 )
 
 // Defaults of Config.
@@ -255,7 +255,7 @@ func (h *Hub) listenOnce(ctx context.Context) error {
 		defer cancel()
 		_ = conn.Close(cctx)
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{event.NotifyChannel}.Sanitize()); err != nil {
+	if err := store.Listen(ctx, conn, event.NotifyChannel); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	for {

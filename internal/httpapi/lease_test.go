@@ -87,8 +87,13 @@ func TestLeaseFlow(t *testing.T) {
 	}
 
 	path := "/v1/tokens/" + tok.ID
-	wantProblem(t, a.post(key, path+"/complete", `{"generation":2,"result":{"charge":"ch_1"}}`), http.StatusConflict, "invalid_state") // never granted
-	wantProblem(t, a.post(key, path+"/complete", `{"generation":1,"status":500}`), http.StatusBadRequest, "invalid_request")
+	// Refused reports say why: the generation, or the field and reason.
+	if p := wantProblem(t, a.post(key, path+"/complete", `{"generation":2,"result":{"charge":"ch_1"}}`), http.StatusConflict, "invalid_state"); !strings.Contains(p.Detail, "generation 2 was never granted") {
+		t.Errorf("never granted: detail %q, want it to name the generation", p.Detail)
+	}
+	if p := wantProblem(t, a.post(key, path+"/complete", `{"generation":1,"status":500}`), http.StatusBadRequest, "invalid_request"); p.Field != "status" || p.Reason == "" {
+		t.Errorf("status 500: field %q reason %q, want field status with a reason", p.Field, p.Reason)
+	}
 	if s, g := a.tokenState(tok.ID); s != token.Pending || g != 1 {
 		t.Fatalf("after rejected reports: %s gen %d, want pending gen 1", s, g)
 	}

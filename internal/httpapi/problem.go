@@ -1,19 +1,13 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/tokend/tokend/internal/store"
-	"io"
-	"net"
 	"net/http"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
-	"github.com/jackc/pgerrcode"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/admin"
@@ -21,6 +15,7 @@ import (
 	"github.com/tokend/tokend/inspect"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/apikey"
+	"github.com/tokend/tokend/internal/store"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
 )
@@ -144,7 +139,7 @@ func problemFor(err error) Problem {
 		// operator's redeclarations settle.
 		return Problem{Status: http.StatusServiceUnavailable, Code: "operation_changing", Title: "Operation changing",
 			Detail: "the operation was redeclared while the token was being issued; nothing was issued, retry the same request", RetryAfter: 1}
-	case notText(err):
+	case store.NotText(err):
 		// Every way in checks text first; this is the backstop, so that a
 		// path that missed it answers 400 rather than 500.
 		return Problem{Status: http.StatusBadRequest, Code: "invalid_request", Title: "Invalid request",
@@ -177,7 +172,7 @@ func problemFor(err error) Problem {
 		}
 		return p
 	}
-	if unavailable(err) {
+	if store.Unavailable(err) {
 		return Problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Title: "Service unavailable",
 			Detail: "the database is unavailable; retry later", RetryAfter: 1}
 	}
@@ -189,41 +184,4 @@ func joinField(outer, inner string) string {
 		return outer
 	}
 	return outer + "." + inner
-}
-
-// notText reports whether err is Postgres refusing a string it cannot store:
-// an invalid byte sequence (a NUL or invalid UTF-8 in a text value) or an
-// untranslatable character (\u0000 in jsonb).
-func notText(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == pgerrcode.CharacterNotInRepertoire || pgErr.Code == pgerrcode.UntranslatableCharacter)
-}
-
-// unavailable reports whether err means the database cannot be reached or
-// asked the client to come back, as opposed to a bug.
-func unavailable(err error) bool {
-	if errors.Is(err, store.ErrCommitUnknown) {
-		return true // a retry finds what happened
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case pgerrcode.AdminShutdown, pgerrcode.CrashShutdown, pgerrcode.CannotConnectNow, // shutting down, starting up
-			pgerrcode.TooManyConnections,
-			pgerrcode.SerializationFailure, pgerrcode.DeadlockDetected, // safe to retry
-			pgerrcode.LockNotAvailable: // a lock wait ran out: the statement changed nothing
-			return true
-		}
-		return pgerrcode.IsConnectionException(pgErr.Code)
-	}
-	var (
-		connErr *pgconn.ConnectError
-		netErr  net.Error
-	)
-	return errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.Timeout(err) ||
-		// The server went away mid-conversation (a crash, an immediate
-		// shutdown, a proxy closing): pgconn returns the read error as is.
-		// Request bodies never get here: Decode reports their EOFs itself.
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, pgconn.ErrConnClosed) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }

@@ -2,15 +2,13 @@ package store
 
 import (
 	"fmt"
-
-	"github.com/tokend/tokend/inspect"
 )
 
 // LockStateSQL tells why a conditional transition matched no row, with the
-// state every read reports (inspect.StateExpr): an issued token past its
+// state every read reports (StateExpr): an issued token past its
 // expiry is expired. The lock makes the answer hold until the caller's
 // transaction ends.
-const LockStateSQL = `SELECT ` + inspect.StateExpr + ` FROM tokens WHERE tenant_id = $1 AND id = $2 FOR UPDATE`
+const LockStateSQL = `SELECT ` + StateExpr + ` FROM tokens WHERE tenant_id = $1 AND id = $2 FOR UPDATE`
 
 // DeleteEvents deletes events past the event retention ($2 seconds) whose
 // token is gone, in batches of $1, a Sweep's two forms. Only positioned
@@ -21,7 +19,7 @@ const LockStateSQL = `SELECT ` + inspect.StateExpr + ` FROM tokens WHERE tenant_
 // A live token keeps its whole trail, which its operator record shows.
 var DeleteEvents = Sweep{Tenants: `
 SELECT DISTINCT tenant_id FROM event_positions WHERE at < now() - make_interval(secs => $1)`,
-	Tenant: fmt.Sprintf(deleteEventsText, "p.tenant_id = $3 AND")}
+	Tenant: fmt.Sprintf(deleteEventsText, "p.tenant_id = $3 AND"), Retention: true}
 
 // DeleteDeliveries deletes finished webhook deliveries (delivered, or
 // failed for good) that finished longer ago than the event retention ($2
@@ -41,7 +39,7 @@ SELECT count(*) FROM del`
 
 var DeleteDeliveries = Sweep{Tenants: `
 SELECT DISTINCT tenant_id FROM webhook_deliveries WHERE state <> 'pending' AND finished_at < now() - make_interval(secs => $1)`,
-	Tenant: fmt.Sprintf(deleteDeliveriesText, "tenant_id = $3 AND")}
+	Tenant: fmt.Sprintf(deleteDeliveriesText, "tenant_id = $3 AND"), Retention: true}
 
 // deleteEventsText is both forms of DeleteEvents, the one-tenant form
 // with its tenant filter in the %s.
@@ -68,7 +66,7 @@ SELECT count(*) FROM del`
 
 // UnresolvedSQL counts the tokens someone owes an outcome for. Ages are in
 // microseconds, measured from the token's creation. The stored state is the
-// one every read reports here: inspect.StateExpr only ever turns an issued
+// one every read reports here: StateExpr only ever turns an issued
 // token into an expired one, neither of which is counted, so the partial
 // index tokens_unresolved still serves these.
 var (

@@ -5,7 +5,7 @@ package store
 // computed with those. An unresolved token is never forgotten: its outcome
 // is still owed to someone.
 //
-// The state is as of now (inspect.StateExpr, spelled out here as the
+// The state is as of now (StateExpr, spelled out here as the
 // package cannot import it): an issued token past its expiry reads expired,
 // as every other read says.
 const existingColumns = `

@@ -10,7 +10,6 @@ import (
 
 	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/db"
-	"github.com/tokend/tokend/inspect"
 	"github.com/tokend/tokend/token"
 )
 
@@ -19,7 +18,7 @@ import (
 var TestHookAfterMiss func()
 
 // TransitionTx runs s, a conditional change … WHERE state = from that
-// returns the moved token (inspect.Columns), and when it matches no row
+// returns the moved token (Columns), and when it matches no row
 // tells why: the token is missing or another tenant's (token.ErrNotFound)
 // or in another state (token.ErrInvalidState, with the state it is in). A
 // operator's transitions (revoke, reconcile) run here; what names them in
@@ -31,7 +30,7 @@ func TransitionTx(ctx context.Context, tx pgx.Tx, tenant, id string, from token.
 	var rec token.Record
 	scan := func(row pgx.Row) error {
 		var err error
-		rec, err = inspect.Scan(row)
+		rec, err = ScanRecord(row)
 		return err
 	}
 	err := s.QueryRow(ctx, tx, scan, m, args...)

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tokend/tokend/token"
 )
@@ -47,9 +45,29 @@ func QueueLock(b *pgx.Batch, tenant string, hash []byte, lockWait string) {
 	b.Queue(LockSQL, tenant, hash)
 }
 
-// ScanLock reads the result of QueueLock's statement: token.ErrNotFound
-// when no token has the secret, ErrLockNotAvailable when the wait ran out.
-func ScanLock(br pgx.BatchResults) (*Locked, error) {
+// ReadLock reads the result of QueueLock's statement, the first of br, and
+// closes br: token.ErrNotFound when no token has the secret,
+// ErrLockNotAvailable when the wait ran out.
+func ReadLock(br pgx.BatchResults) (*Locked, error) {
+	t, err := scanLock(br)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = lockError(cerr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// LockTx is QueueLock and ReadLock in tx: the locking read of the token
+// whose secret hashes to hash.
+func LockTx(ctx context.Context, tx pgx.Tx, tenant string, hash []byte, lockWait string) (*Locked, error) {
+	b := &pgx.Batch{}
+	QueueLock(b, tenant, hash, lockWait)
+	return ReadLock(tx.SendBatch(ctx, b))
+}
+
+func scanLock(br pgx.BatchResults) (*Locked, error) {
 	t := &Locked{}
 	err := br.QueryRow().Scan(&t.ID, &t.Operation, &t.Subject, &t.KeyID, &t.State, &t.Generation, &t.Digest, &t.Expired,
 		&t.ResultStatus, &t.ResultBody, &t.OperationID, &t.LeaseLapsed, &t.LeaseLeftSeconds,
@@ -58,16 +76,15 @@ func ScanLock(br pgx.BatchResults) (*Locked, error) {
 		return nil, token.ErrNotFound
 	}
 	if err != nil {
-		return nil, LockError(err)
+		return nil, lockError(err)
 	}
 	return t, nil
 }
 
-// LockError is err, from the lock's statement or its batch, as a spend
+// lockError is err, from the lock's statement or its batch, as a spend
 // reports it: ErrLockNotAvailable for a lock wait that ran out.
-func LockError(err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.LockNotAvailable {
+func lockError(err error) error {
+	if LockNotAvailable(err) {
 		return fmt.Errorf("%w: %w", ErrLockNotAvailable, err)
 	}
 	return fmt.Errorf("consume: lock token: %w", err)

@@ -57,13 +57,19 @@ func TestEveryTransitionRecordsItsEvent(t *testing.T) {
 		"delete deliveries tenants": store.DeleteDeliveries.Tenants,
 		"unresolved":                store.UnresolvedSQL, "unresolved, one tenant": store.UnresolvedTenantSQL, "try lock": store.TryLockSQL,
 		"bounded lock": store.LockBoundedSQL, "issue's insert": store.IssueSQL, "issue's policy check": store.PolicyCurrentSQL,
-		"forget's delete": store.ForgetSQL,
+		"forget's delete": store.ForgetSQL, "get": store.GetSQL, "events": store.EventsSQL,
 	} {
 		if strings.Contains(sql, "token_events (") {
 			t.Errorf("%s writes an event", name)
 		}
 		if err := pgtest.Runs(t, pool, sql); err != nil {
 			t.Errorf("%s: %v\n%s", name, err, sql)
+		}
+	}
+	// Every list statement, one per state filter.
+	for st, sql := range store.ListSQL {
+		if err := pgtest.Runs(t, pool, sql); err != nil {
+			t.Errorf("list %q: %v\n%s", st, err, sql)
 		}
 	}
 	// A sweep's batch filters by its third parameter, its tenant.

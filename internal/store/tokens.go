@@ -2,8 +2,6 @@ package store
 
 import (
 	"fmt"
-
-	"github.com/tokend/tokend/inspect"
 )
 
 // Issuing a token is three statements sent together (Issue): IssueSQL,
@@ -114,7 +112,7 @@ var RevokeSQL = step("revoke", "issued", `
         WHERE tenant_id = $1 AND id = $2 AND state = 'issued' AND expires_at > now()
         RETURNING `+rawColumns+`
     )
-    SELECT `+inspect.Columns+` FROM u`, "jsonb_build_object('reason', $7::text)", false)
+    SELECT `+Columns+` FROM u`, "jsonb_build_object('reason', $7::text)", false)
 
 // ReconcileOutcomeSQL stores the outcome an operator established for an
 // unknown token, to be replayed to every later spend like a spender's own.
@@ -127,7 +125,7 @@ var ReconcileOutcomeSQL = step("", "unknown", `
         WHERE tenant_id = $1 AND id = $2 AND state = 'unknown'
         RETURNING `+rawColumns+`
     )
-    SELECT `+inspect.Columns+` FROM u`, "jsonb_build_object('status', result_status)", true)
+    SELECT `+Columns+` FROM u`, "jsonb_build_object('status', result_status)", true)
 
 // ReconcileNotExecutedSQL makes an unknown token spendable again. The new
 // generation fences off the holder that lost track of it; the operation id is
@@ -140,7 +138,7 @@ var ReconcileNotExecutedSQL = step("reconcile_not_executed", "unknown", `
         WHERE tenant_id = $1 AND id = $2 AND state = 'unknown'
         RETURNING `+rawColumns+`
     )
-    SELECT `+inspect.Columns+` FROM u`, "", false)
+    SELECT `+Columns+` FROM u`, "", false)
 
 // nowPlusRetention is now() plus the token's retention_seconds, written so
 // that Citus can run it in an UPDATE of a distributed table: Citus refuses a
@@ -153,10 +151,10 @@ var ReconcileNotExecutedSQL = step("reconcile_not_executed", "unknown", `
 // clock is still the database's, read once per statement.
 const nowPlusRetention = `(now() AT TIME ZONE 'UTC' + make_interval(secs => retention_seconds)) AT TIME ZONE 'UTC'`
 
-// rawColumns are the token columns inspect.Columns reads, stored values
+// rawColumns are the token columns Columns reads, stored values
 // only: Citus refuses a non-IMMUTABLE function (inspect's state as of now())
 // in RETURNING, so a Change returns these and its Result selects
-// inspect.Columns over them.
+// Columns over them.
 const rawColumns = `tenant_id, id, operation, intent_id, subject, state, generation,
        operation_id, payload_digest, created_at, expires_at, retain_until,
        lease_expires_at, finished_at, result_status, result_body`
@@ -184,6 +182,9 @@ type Sweep struct {
 	Tenants string
 	// Tenant is a batch of one tenant, $3.
 	Tenant string
+	// Retention: $2 of Tenant and $1 of Tenants are the retention in
+	// seconds (the deletes of events and deliveries), not the actor.
+	Retention bool
 }
 
 // sweep renders t, whose With holds a %s where the batch filters by tenant,

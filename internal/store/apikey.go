@@ -1,23 +1,25 @@
-package apikey
+package store
 
-const createSQL = `
+// APIKeyCreateSQL stores a new key ($3 the hash of its secret).
+const APIKeyCreateSQL = `
 INSERT INTO api_keys (tenant_id, id, key_hash, role)
 VALUES ($1, $2, $3, $4)
 RETURNING created_at`
 
-// resolveSQL finds a live key by hash alone: keys are presented without their
+// APIKeyResolveSQL finds a live key by hash alone: keys are presented without their
 // tenant. The hash of 256 random bits identifies one key.
-const resolveSQL = `
+const APIKeyResolveSQL = `
 SELECT tenant_id, id, role, created_at, key_hash
 FROM api_keys
 WHERE key_hash = $1 AND revoked_at IS NULL
 LIMIT 1`
 
-// revokedChannel is the Postgres notification channel Revoke notifies, with
-// the hex SHA-256 of the revoked key as payload, and Watch listens on.
-const revokedChannel = "tokend_api_key_revoked"
+// APIKeyRevokedChannel is the Postgres notification channel Revoke notifies, with
+// the hex SHA-256 of the revoked key as payload, and apikey.Watch listens
+// on.
+const APIKeyRevokedChannel = "tokend_api_key_revoked"
 
-// revokeSQL revokes and tells every listener in one statement: Postgres
+// APIKeyRevokeSQL revokes and tells every listener in one statement: Postgres
 // delivers the notification when the transaction commits, and not at all if
 // it rolls back. A repeated revoke notifies again, which is harmless and
 // makes up for a notification a listener missed.
@@ -31,22 +33,23 @@ const revokedChannel = "tokend_api_key_revoked"
 // Citus runs the UPDATE on the tenant's worker as a subplan and the outer
 // SELECT, pg_notify with it, on the coordinator; without it Citus routes
 // the whole statement to the worker, and the notification is sent there.
-const revokeSQL = `
+const APIKeyRevokeSQL = `
 WITH revoked AS (
     UPDATE api_keys SET revoked_at = least(revoked_at, now())
     WHERE tenant_id = $1 AND id = $2
     RETURNING key_hash
 )
-SELECT key_hash, pg_notify('` + revokedChannel + `', encode(key_hash, 'hex'))
+SELECT key_hash, pg_notify('` + APIKeyRevokedChannel + `', encode(key_hash, 'hex'))
 FROM revoked, pg_catalog.pg_database d
 WHERE d.datname = current_database()`
 
-const listenSQL = `LISTEN ` + revokedChannel
+// APIKeyListenSQL listens on APIKeyRevokedChannel.
+const APIKeyListenSQL = `LISTEN ` + APIKeyRevokedChannel
 
-// notifySQL notifies the channel with payload $1.
-const notifySQL = `SELECT pg_notify('` + revokedChannel + `', $1)`
+// APIKeyNotifySQL notifies the channel with payload $1.
+const APIKeyNotifySQL = `SELECT pg_notify('` + APIKeyRevokedChannel + `', $1)`
 
-// liveSQL finds a key by its id, as a session that names it does.
-const liveSQL = `
+// APIKeyLiveSQL finds a key by its id, as a session that names it does.
+const APIKeyLiveSQL = `
 SELECT true FROM api_keys
 WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL`

@@ -1,0 +1,84 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tokend/tokend/db"
+)
+
+// APIKeyRow is an API key as api_keys holds it: never its secret, only the
+// secret's hash.
+type APIKeyRow struct {
+	Tenant, ID string
+	Role       string
+	Hash       []byte
+	CreatedAt  time.Time
+}
+
+// CreateAPIKey stores k (APIKeyCreateSQL) and returns its creation time.
+func CreateAPIKey(ctx context.Context, q db.DBTX, k APIKeyRow) (time.Time, error) {
+	var at time.Time
+	if err := q.QueryRow(ctx, APIKeyCreateSQL, k.Tenant, k.ID, k.Hash, k.Role).Scan(&at); err != nil {
+		return time.Time{}, fmt.Errorf("apikey: create: %w", err)
+	}
+	return at, nil
+}
+
+// ResolveAPIKey finds the live key whose secret hashes to hash
+// (APIKeyResolveSQL); ok is false when there is none.
+func ResolveAPIKey(ctx context.Context, q db.DBTX, hash []byte) (k APIKeyRow, ok bool, err error) {
+	err = q.QueryRow(ctx, APIKeyResolveSQL, hash).Scan(&k.Tenant, &k.ID, &k.Role, &k.CreatedAt, &k.Hash)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return APIKeyRow{}, false, nil
+	case err != nil:
+		return APIKeyRow{}, false, fmt.Errorf("apikey: resolve: %w", err)
+	}
+	return k, true, nil
+}
+
+// RevokeAPIKey revokes tenant's key id and notifies APIKeyRevokedChannel
+// (APIKeyRevokeSQL); it returns the key's hash, or ok false when tenant
+// has no such key.
+func RevokeAPIKey(ctx context.Context, q db.DBTX, tenant, id string) (hash []byte, ok bool, err error) {
+	err = q.QueryRow(ctx, APIKeyRevokeSQL, tenant, id).Scan(&hash, nil)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("apikey: revoke: %w", err)
+	}
+	return hash, true, nil
+}
+
+// APIKeyLive reports whether tenant has a key id that is not revoked
+// (APIKeyLiveSQL).
+func APIKeyLive(ctx context.Context, q db.DBTX, tenant, id string) (bool, error) {
+	var live bool
+	err := q.QueryRow(ctx, APIKeyLiveSQL, tenant, id).Scan(&live)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("apikey: live: %w", err)
+	}
+	return live, nil
+}
+
+// NotifyAPIKeys notifies APIKeyRevokedChannel with payload
+// (APIKeyNotifySQL).
+func NotifyAPIKeys(ctx context.Context, q db.DBTX, payload string) error {
+	_, err := q.Exec(ctx, APIKeyNotifySQL, payload)
+	return err
+}
+
+// ListenAPIKeys makes conn listen on APIKeyRevokedChannel (APIKeyListenSQL).
+func ListenAPIKeys(ctx context.Context, conn *pgx.Conn) error {
+	_, err := conn.Exec(ctx, APIKeyListenSQL)
+	return err
+}

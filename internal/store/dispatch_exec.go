@@ -1,0 +1,334 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tokend/tokend/db"
+)
+
+// ErrEndpointLimit: the tenant has as many endpoints as it may register.
+var ErrEndpointLimit = errors.New("store: endpoint limit reached")
+
+// EndpointRow is a webhook endpoint as webhook_endpoints holds it (its
+// columns as endpointColumns reads them): never its secret, only the nonce
+// and key it derives from.
+type EndpointRow struct {
+	Tenant, ID, URL     string
+	EventTypes          []string
+	Nonce               []byte
+	KeyID               string
+	Enabled             bool
+	DisabledReason      string
+	FeedPosition        int64
+	FailingSince        *time.Time
+	CreatedAt           time.Time
+	PreviousSecretUntil *time.Time
+}
+
+func scanEndpoint(r pgx.Row) (EndpointRow, error) {
+	var e EndpointRow
+	err := r.Scan(&e.Tenant, &e.ID, &e.URL, &e.EventTypes, &e.Nonce, &e.KeyID, &e.Enabled,
+		&e.DisabledReason, &e.FeedPosition, &e.FailingSince, &e.CreatedAt, &e.PreviousSecretUntil)
+	return e, err
+}
+
+// oneEndpoint is a statement's one endpoint; ok is false when it found none.
+func oneEndpoint(row pgx.Row) (e EndpointRow, ok bool, err error) {
+	e, err = scanEndpoint(row)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return EndpointRow{}, false, nil
+	case err != nil:
+		return EndpointRow{}, false, fmt.Errorf("dispatch: %w", err)
+	}
+	return e, true, nil
+}
+
+// NewEndpoint is an endpoint to register (EndpointCreateSQL): Max is how
+// many its tenant may have.
+type NewEndpoint struct {
+	Tenant, ID, URL string
+	EventTypes      []string
+	Nonce           []byte
+	KeyID           string
+	Max             int
+}
+
+// CreateEndpoint registers p in tx, serialized with the tenant's other
+// registrations (EndpointLockTenantSQL), or answers ErrEndpointLimit.
+func CreateEndpoint(ctx context.Context, tx pgx.Tx, p NewEndpoint) (EndpointRow, error) {
+	if _, err := tx.Exec(ctx, EndpointLockTenantSQL, p.Tenant); err != nil {
+		return EndpointRow{}, err
+	}
+	e, ok, err := oneEndpoint(tx.QueryRow(ctx, EndpointCreateSQL, p.Tenant, p.ID, p.URL, p.EventTypes, p.Nonce, p.KeyID, p.Max))
+	switch {
+	case err != nil:
+		return EndpointRow{}, err
+	case !ok:
+		return EndpointRow{}, ErrEndpointLimit
+	}
+	return e, nil
+}
+
+// RotateEndpoint gives tenant's endpoint id the secret of nonce under
+// keyID, the one it replaces signing beside it for overlapSeconds
+// (EndpointRotateSQL); ok is false when there is no such endpoint.
+func RotateEndpoint(ctx context.Context, q db.DBTX, tenant, id string, nonce []byte, keyID string, overlapSeconds float64) (EndpointRow, bool, error) {
+	return oneEndpoint(q.QueryRow(ctx, EndpointRotateSQL, tenant, id, nonce, keyID, overlapSeconds))
+}
+
+// ListEndpoints reads tenant's endpoints, oldest first (EndpointListSQL).
+func ListEndpoints(ctx context.Context, q db.DBTX, tenant string) ([]EndpointRow, error) {
+	rows, err := q.Query(ctx, EndpointListSQL, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: list: %w", err)
+	}
+	eps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (EndpointRow, error) { return scanEndpoint(r) })
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: list: %w", err)
+	}
+	return eps, nil
+}
+
+// GetEndpoint reads tenant's endpoint id (EndpointGetSQL); ok is false when
+// there is none.
+func GetEndpoint(ctx context.Context, q db.DBTX, tenant, id string) (EndpointRow, bool, error) {
+	return oneEndpoint(q.QueryRow(ctx, EndpointGetSQL, tenant, id))
+}
+
+// SetEndpointEnabled enables or disables tenant's endpoint id, reason
+// saying why when disabled (EndpointSetEnabledSQL); ok is false when there
+// is no such endpoint.
+func SetEndpointEnabled(ctx context.Context, q db.DBTX, tenant, id string, enabled bool, reason string) (EndpointRow, bool, error) {
+	return oneEndpoint(q.QueryRow(ctx, EndpointSetEnabledSQL, tenant, id, enabled, reason))
+}
+
+// DeleteEndpoint deletes tenant's endpoint id (EndpointDeleteSQL) and
+// returns it; ok is false when there is none.
+func DeleteEndpoint(ctx context.Context, q db.DBTX, tenant, id string) (EndpointRow, bool, error) {
+	return oneEndpoint(q.QueryRow(ctx, EndpointDeleteSQL, tenant, id))
+}
+
+// RedeliverParams select an endpoint's deliveries to send now
+// (RedeliverSQL).
+type RedeliverParams struct {
+	Tenant, ID string
+	After      int64  // only those of events after this position
+	Position   *int64 // only this one
+	Hurry      bool   // also the pending and parked ones
+	Delivered  bool   // also the delivered ones
+}
+
+// Redeliver sends the deliveries p selects now and answers how many
+// (RedeliverSQL).
+func Redeliver(ctx context.Context, q db.DBTX, p RedeliverParams) (int64, error) {
+	var n int64
+	if err := q.QueryRow(ctx, RedeliverSQL, p.Tenant, p.ID, p.After, p.Hurry, p.Position, p.Delivered).Scan(&n); err != nil {
+		return 0, fmt.Errorf("dispatch: redeliver: %w", err)
+	}
+	return n, nil
+}
+
+// DeliveryRow is one delivery with its attempts (RecentDeliveriesSQL),
+// the fields of client.WebhookDelivery.
+type DeliveryRow struct {
+	Position      int64
+	EventID       string
+	State         string
+	Attempts      int
+	NextAttemptAt time.Time
+	CreatedAt     time.Time
+	FinishedAt    *time.Time
+	Tries         json.RawMessage
+}
+
+// RecentDeliveries reads the latest limit deliveries of tenant's endpoint
+// id, newest first (RecentDeliveriesSQL).
+func RecentDeliveries(ctx context.Context, q db.DBTX, tenant, id string, limit int) ([]DeliveryRow, error) {
+	rows, err := q.Query(ctx, RecentDeliveriesSQL, tenant, id, limit)
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: deliveries: %w", err)
+	}
+	ds, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeliveryRow, error) {
+		var d DeliveryRow
+		err := r.Scan(&d.Position, &d.EventID, &d.State, &d.Attempts, &d.NextAttemptAt, &d.CreatedAt, &d.FinishedAt, &d.Tries)
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: deliveries: %w", err)
+	}
+	return ds, nil
+}
+
+// WebhookTenants reads the tenants with an enabled endpoint
+// (WebhookTenantsSQL).
+func WebhookTenants(ctx context.Context, q db.DBTX) ([]string, error) {
+	rows, err := q.Query(ctx, WebhookTenantsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("webhooks: tenants: %w", err)
+	}
+	tenants, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("webhooks: tenants: %w", err)
+	}
+	return tenants, nil
+}
+
+// EndpointKey names an endpoint.
+type EndpointKey struct{ Tenant, ID string }
+
+// Behind reads the enabled endpoints behind their tenant's feed head
+// (BehindSQL).
+func Behind(ctx context.Context, q db.DBTX) ([]EndpointKey, error) {
+	rows, err := q.Query(ctx, BehindSQL)
+	if err != nil {
+		return nil, fmt.Errorf("webhooks: fan out: %w", err)
+	}
+	behind, err := pgx.CollectRows(rows, pgx.RowToStructByPos[EndpointKey])
+	if err != nil {
+		return nil, fmt.Errorf("webhooks: fan out: %w", err)
+	}
+	return behind, nil
+}
+
+// FanOut offers an endpoint up to FanOutBatch events after its feed
+// position (FanOutSQL): seen is how many it read, offered how many became
+// deliveries.
+func FanOut(ctx context.Context, q db.DBTX, ep EndpointKey) (seen, offered int64, err error) {
+	if err := q.QueryRow(ctx, FanOutSQL, ep.Tenant, ep.ID).Scan(&seen, &offered); err != nil {
+		return 0, 0, fmt.Errorf("webhooks: fan out: %w", err)
+	}
+	return seen, offered, nil
+}
+
+// ClaimLock serializes claims across instances for the rest of tx
+// (ClaimLockSQL).
+func ClaimLock(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, ClaimLockSQL)
+	return err
+}
+
+// DueTenants reads the tenants with deliveries due, the longest waiting
+// first (DueTenantsSQL).
+func DueTenants(ctx context.Context, q db.DBTX) ([]string, error) {
+	rows, err := q.Query(ctx, DueTenantsSQL)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// ClaimParams bound a claim (ClaimSQL): how many, for how long, and what
+// an endpoint and a tenant may have in flight.
+type ClaimParams struct {
+	Tenant              string
+	Limit               int
+	LeaseSeconds        float64
+	EndpointConcurrency int
+	TenantConcurrency   int
+}
+
+// WebhookEventRow is the event a claimed delivery carries, the fields of
+// webhook.Event.
+type WebhookEventRow struct {
+	ID            string
+	Position      int64
+	Type          string
+	TokenID       string
+	Operation     string
+	Subject       string
+	Actor         string
+	From          *string
+	To            string
+	Generation    int64
+	OutcomeStatus *int
+	Outcome       json.RawMessage
+	At            time.Time
+}
+
+// ClaimedRow is a delivery a claim leased, with what sending it needs.
+type ClaimedRow struct {
+	Tenant, Endpoint, URL string
+	Pos                   int64
+	Attempt               int
+	Nonce                 []byte
+	KeyID                 string
+	PrevNonce             []byte  // the rotated-out secret, during its overlap
+	PrevKeyID             *string // likewise
+	Event                 WebhookEventRow
+}
+
+// Claim leases due deliveries of p.Tenant's enabled endpoints (ClaimSQL),
+// in tx after ClaimLock.
+func Claim(ctx context.Context, tx pgx.Tx, p ClaimParams) ([]ClaimedRow, error) {
+	rows, err := tx.Query(ctx, ClaimSQL, p.Limit, p.LeaseSeconds, p.EndpointConcurrency, p.TenantConcurrency, p.Tenant)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (ClaimedRow, error) {
+		var c ClaimedRow
+		e := &c.Event
+		err := r.Scan(&c.Tenant, &c.Endpoint, &c.Pos, &c.Attempt, &c.URL, &c.Nonce, &c.KeyID, &c.PrevNonce, &c.PrevKeyID,
+			&e.ID, &e.Type, &e.TokenID, &e.Operation, &e.Subject, &e.Actor, &e.From, &e.To,
+			&e.Generation, &e.OutcomeStatus, &e.Outcome, &e.At)
+		e.Position = c.Pos
+		return c, err
+	})
+}
+
+// AttemptParams name a claimed delivery's attempt and what it took.
+type AttemptParams struct {
+	Tenant, Endpoint string
+	Pos              int64
+	Attempt          int
+	DurationMS       int64
+}
+
+// Delivered records a 2xx answer with status to an attempt (DeliveredSQL)
+// and reports whether it was recorded: not when another dispatcher took
+// the lease over since.
+func Delivered(ctx context.Context, q db.DBTX, a AttemptParams, status int) (bool, error) {
+	var n int64
+	if err := q.QueryRow(ctx, DeliveredSQL, a.Tenant, a.Endpoint, a.Pos, a.Attempt, status, a.DurationMS).Scan(&n); err != nil {
+		return false, err
+	}
+	return n == 1, nil
+}
+
+// FailedParams are a failed attempt's outcome (FailedSQL).
+type FailedParams struct {
+	Status              *int // nil when nothing answered
+	Error               string
+	WaitSeconds         float64 // until the next attempt
+	MaxAgeSeconds       float64
+	DisableAfterSeconds float64
+	Gone                bool // answered 410 Gone
+}
+
+// Failed records a failed attempt (FailedSQL) and answers the delivery's
+// state after it.
+func Failed(ctx context.Context, q db.DBTX, a AttemptParams, f FailedParams) (string, error) {
+	var state string
+	err := q.QueryRow(ctx, FailedSQL, a.Tenant, a.Endpoint, a.Pos, a.Attempt, f.Status, f.Error,
+		f.WaitSeconds, f.MaxAgeSeconds, f.DisableAfterSeconds, a.DurationMS, f.Gone).Scan(&state)
+	return state, err
+}
+
+// UndeliveredCounts are what the webhook metrics report (UndeliveredSQL).
+type UndeliveredCounts struct {
+	Pending, Parked, Disabled int64
+	OldestAgeSeconds          float64
+}
+
+// Undelivered reads the UndeliveredCounts.
+func Undelivered(ctx context.Context, q db.DBTX) (UndeliveredCounts, error) {
+	var u UndeliveredCounts
+	err := q.QueryRow(ctx, UndeliveredSQL).Scan(&u.Pending, &u.OldestAgeSeconds, &u.Parked, &u.Disabled)
+	return u, err
+}
