@@ -18,12 +18,9 @@ import (
 // holding its tenant in one phase. A two-phase commit left an answered
 // change invisible on a worker that restarted between the phases until
 // Citus recovered it: a spend answered 200 while its token still read
-// issued and its account's row stayed locked. Plain Postgres has no second
-// phase: skipped there.
+// issued and its account's row stayed locked. Skipped on plain Postgres.
 func TestTransitionsCommitOnOneWorker(t *testing.T) {
-	if !pgtest.Citus() {
-		t.Skip("needs a Citus cluster (TOKEND_TEST_CITUS_DIR)")
-	}
+	pgtest.SkipUnlessCitus(t)
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
@@ -32,25 +29,22 @@ func TestTransitionsCommitOnOneWorker(t *testing.T) {
 	completed := e.issue(payOp, "alice", map[string]any{"amount": 1})
 	reported := e.issue(payOp, "bob", map[string]any{"amount": 1})
 	revoked := e.issue(ledger.Credit, "alice", credit("alice", 3))
-	pgtest.RecoverTwoPhase(t, e.pool)
-
-	if _, err := e.spender.Spend(ctx, e.pool, e.spendReq(atomic, credit("alice", 10))); err != nil {
-		t.Fatal(err)
-	}
-	lease := e.grant(completed)
-	if _, err := consume.Finish(ctx, e.pool, token.Complete, report(completed, lease.Generation, map[string]any{"ok": true})); err != nil {
-		t.Fatal(err)
-	}
-	lease = e.grant(reported)
-	if _, err := consume.Finish(ctx, e.pool, token.ReportUnknown, report(reported, lease.Generation, nil)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Revoke(ctx, e.pool, tenant, revoked.Token.ID, "test", "ops"); err != nil {
-		t.Fatal(err)
-	}
-	if n := pgtest.TwoPhaseCommits(t, e.pool); n != 0 {
-		t.Errorf("%d transitions committed in two phases, want none", n)
-	}
+	pgtest.InOnePhase(t, e.pool, func() {
+		if _, err := e.spender.Spend(ctx, e.pool, e.spendReq(atomic, credit("alice", 10))); err != nil {
+			t.Fatal(err)
+		}
+		lease := e.grant(completed)
+		if _, err := consume.Finish(ctx, e.pool, token.Complete, report(completed, lease.Generation, map[string]any{"ok": true})); err != nil {
+			t.Fatal(err)
+		}
+		lease = e.grant(reported)
+		if _, err := consume.Finish(ctx, e.pool, token.ReportUnknown, report(reported, lease.Generation, nil)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := admin.Revoke(ctx, e.pool, tenant, revoked.Token.ID, "test", "ops"); err != nil {
+			t.Fatal(err)
+		}
+	})
 	for id, want := range map[string]string{atomic.Token.ID: "consumed", completed.Token.ID: "consumed", reported.Token.ID: "unknown", revoked.Token.ID: "revoked"} {
 		if got := e.state(id); string(got) != want {
 			t.Errorf("token %s is %s, want %s", id, got, want)

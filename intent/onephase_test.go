@@ -13,42 +13,35 @@ import (
 // worker holding its tenant in one phase. Citus records each two-phase
 // commit in pg_dist_transaction until its recovery has finished it; a
 // worker restarting between the two phases left an issued token invisible
-// (its spend answered 404) until then. Plain Postgres has no second phase:
-// skipped there.
+// (its spend answered 404) until then. Skipped on plain Postgres.
 func TestIssueCommitsOnOneWorker(t *testing.T) {
-	if !pgtest.Citus() {
-		t.Skip("needs a Citus cluster (TOKEND_TEST_CITUS_DIR)")
-	}
+	pgtest.SkipUnlessCitus(t)
 	t.Parallel()
 	pool, is, ctx := pgtest.NewPool(t), newIssuer(t), context.Background()
 	if _, err := operation.Put(ctx, pool, tenant, operation.Policy{Name: "shop.checkout", Mode: operation.Lease}, nil); err != nil {
 		t.Fatal(err)
 	}
-	// Finish what earlier statements (the declaration) left, so that any
-	// row after this is the issue's.
-	pgtest.RecoverTwoPhase(t, pool)
-	declared := request("declared")
-	declared.Operation = "shop.checkout"
-	if _, err := is.Issue(ctx, pool, declared); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := is.Issue(ctx, pool, request("built-in")); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // committed below
-	if _, err := is.IssueTx(ctx, tx, request("in a transaction")); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if n := pgtest.TwoPhaseCommits(t, pool); n != 0 {
-		t.Errorf("%d issues committed in two phases, want none", n)
-	}
+	pgtest.InOnePhase(t, pool, func() {
+		declared := request("declared")
+		declared.Operation = "shop.checkout"
+		if _, err := is.Issue(ctx, pool, declared); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := is.Issue(ctx, pool, request("built-in")); err != nil {
+			t.Fatal(err)
+		}
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck // committed below
+		if _, err := is.IssueTx(ctx, tx, request("in a transaction")); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
 	if n := count(t, pool, `SELECT count(*) FROM tokens`); n != 3 {
 		t.Errorf("%d tokens, want 3", n)
 	}

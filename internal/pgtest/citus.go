@@ -210,6 +210,28 @@ func RecoverTwoPhase(tb testing.TB, pool *pgxpool.Pool) {
 	}
 }
 
+// SkipUnlessCitus skips tb unless tests run against a Citus cluster.
+func SkipUnlessCitus(tb testing.TB) {
+	tb.Helper()
+	if !Citus() {
+		tb.Skip("needs a Citus cluster (" + CitusDirEnv + ")")
+	}
+}
+
+// InOnePhase runs writes, on a Citus cluster, and fails tb if Citus
+// committed any of them with two phases (TwoPhaseCommits after what came
+// before was recovered). It skips tb on plain Postgres, which has no
+// second phase.
+func InOnePhase(tb testing.TB, pool *pgxpool.Pool, writes func()) {
+	tb.Helper()
+	SkipUnlessCitus(tb)
+	RecoverTwoPhase(tb, pool)
+	writes()
+	if n := TwoPhaseCommits(tb, pool); n != 0 {
+		tb.Errorf("%d writes committed in two phases, want none", n)
+	}
+}
+
 // LockWaitsSQL answers whether a statement on the test's database waits
 // for a lock. On Citus the wait is on a worker, where the coordinator's
 // pg_stat_activity does not see it; citus_lock_waits does.
