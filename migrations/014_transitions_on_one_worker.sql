@@ -22,9 +22,14 @@ $$;
 -- defaults of token_events called three (seq's identity, event_id's random
 -- id, xid's transaction id), so Citus ran it through the coordinator and
 -- committed with two phases. The trigger of 012, which runs where the row
--- is stored, now fills all three: the id and xid when not given, seq when
--- given as 0 (OVERRIDING SYSTEM VALUE; the identity's sequence, which on
--- Citus each worker holds with a range of its own).
+-- is stored, now fills all three: the id and xid when not given, and seq
+-- always, from the identity's sequence where the row is stored (on Citus
+-- each worker holds it with a range of its own above the coordinator's).
+-- Always: an INSERT that still goes through the coordinator (a sweep's)
+-- would otherwise take the coordinator's lower range, and a token's last
+-- event would sort before its earlier ones. The record statements give seq
+-- as 0 (OVERRIDING SYSTEM VALUE) so that the identity's default is not
+-- called at all.
 ALTER TABLE token_events ALTER COLUMN event_id DROP DEFAULT;
 
 ALTER TABLE token_events ALTER COLUMN xid DROP DEFAULT;
@@ -35,9 +40,7 @@ BEGIN
     IF NEW.event_id IS NULL THEN
         NEW.event_id := 'evt_' || replace(gen_random_uuid()::text, '-', '');
     END IF;
-    IF NEW.seq = 0 THEN
-        NEW.seq := nextval('token_events_seq_seq');
-    END IF;
+    NEW.seq := nextval('token_events_seq_seq');
     RETURN NEW;
 END
 $$;
