@@ -42,7 +42,8 @@ var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 const maxPooledBody = 64 << 10
 
 // WriteJSON answers with v, one of the client package's types, as JSON:
-// the handlers of mounted routes answer with it too.
+// the handlers of mounted routes answer with it too. A pointer to the value
+// encodes the same and saves the encoder a copy of it (reflect.New).
 func WriteJSON(c *gin.Context, status int, v any) {
 	buf := bodies.Get().(*bytes.Buffer)
 	defer func() {
