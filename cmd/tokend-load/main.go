@@ -21,6 +21,11 @@
 //
 //	tokend-load -db URL [-url URL -key KEY] [flags]
 //	tokend-load -report results.json [-out DIR]
+//	tokend-load cpu -url URL -key KEY -pid PID -pg-pid PM [flags]
+//
+// The cpu subcommand is the load side of scripts/bench-cpu http: fixed
+// windows of issues, spends and cached GETs, each with the CPU tokend and
+// Postgres spent on it per request (see cpuWindows).
 //
 // The flags are:
 //
@@ -112,6 +117,16 @@ type Config struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "cpu" {
+		if err := cpuWindows(os.Args[2:], os.Stdout, os.Stderr); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				os.Exit(0)
+			}
+			fmt.Fprintln(os.Stderr, "tokend-load:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	cfg, err := parseFlags(os.Args[1:], os.Getenv, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)

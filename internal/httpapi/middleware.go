@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -75,7 +76,20 @@ func (s *Server) accessLog(c *gin.Context) {
 		attrs = append(attrs, slog.String("error", err.Error()))
 		level = slog.LevelError
 	}
-	s.log.LogAttrs(c.Request.Context(), level, "request", attrs...)
+	logLine(c.Request.Context(), s.log.Handler(), level, "request", attrs)
+}
+
+// logLine is slog.Logger.LogAttrs without the caller's program counter: the
+// logger would take it with runtime.Callers on every record, for a source
+// no handler of tokend's prints (tokend serve's JSON handler has no
+// AddSource) and that would name this file's line on every access line.
+func logLine(ctx context.Context, h slog.Handler, level slog.Level, msg string, attrs []slog.Attr) {
+	if !h.Enabled(ctx, level) {
+		return
+	}
+	r := slog.NewRecord(time.Now(), level, msg, 0)
+	r.AddAttrs(attrs...)
+	_ = h.Handle(ctx, r)
 }
 
 // watchURL counts and logs, at WARN with the request id, a request whose

@@ -82,7 +82,7 @@ func (s *Server) issue(c *gin.Context) {
 		state = client.State(out.Token.State)
 	}
 	c.Header(tokenStateHeader, string(state))
-	WriteJSON(c, http.StatusCreated, body)
+	WriteJSON(c, http.StatusCreated, &body)
 }
 
 func (s *Server) consume(c *gin.Context) {
@@ -209,5 +209,5 @@ func (s *Server) getToken(c *gin.Context) {
 	if r.OperationID != "" {
 		v.OperationID = &r.OperationID
 	}
-	WriteJSON(c, http.StatusOK, v)
+	WriteJSON(c, http.StatusOK, &v)
 }

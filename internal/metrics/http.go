@@ -3,9 +3,11 @@ package metrics
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // unmatched is the route of a request no route matched. Its path is never
@@ -34,11 +36,43 @@ func (m *Metrics) Middleware() gin.HandlerFunc {
 			if route == "" {
 				route = unmatched
 			}
-			method := oneOf(c.Request.Method, methods)
-			m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
-			m.duration.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
+			o := m.routeObservers(oneOf(c.Request.Method, methods), route, status)
+			o.requests.Inc()
+			o.duration.Observe(time.Since(start).Seconds())
 		}()
 		c.Next()
 		returned = true
 	}
+}
+
+// routeKey is the labels of one request's series.
+type routeKey struct {
+	method, route string
+	status        int
+}
+
+// routeObs is the series of one routeKey, as WithLabelValues returns them.
+type routeObs struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
+}
+
+// routeSeries remembers each label set's series (a sync.Map of routeKey to
+// routeObs): WithLabelValues would hash the labels and format the status on
+// every request. The label sets are few (methods, route templates and
+// statuses) and no series is ever deleted, so the map stays small and every
+// series it holds is the one the vectors export.
+type routeSeries struct{ m sync.Map }
+
+func (m *Metrics) routeObservers(method, route string, status int) routeObs {
+	k := routeKey{method, route, status}
+	if o, ok := m.series.m.Load(k); ok {
+		return o.(routeObs)
+	}
+	o := routeObs{
+		requests: m.requests.WithLabelValues(method, route, strconv.Itoa(status)),
+		duration: m.duration.WithLabelValues(method, route),
+	}
+	m.series.m.Store(k, o)
+	return o
 }

@@ -56,6 +56,8 @@ type Metrics struct {
 	retiredKey *prometheus.CounterVec
 	// cacheForged counts cache entries refused as forged or tampered.
 	cacheForged *prometheus.CounterVec
+	// series caches the HTTP series by label set (http.go).
+	series routeSeries
 }
 
 // New returns Metrics configured by cfg, on a registry of their own that
