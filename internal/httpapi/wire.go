@@ -1,13 +1,10 @@
 package httpapi
 
 import (
-	"bytes"
-	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
@@ -20,41 +17,22 @@ import (
 const timeFormat = "2006-01-02T15:04:05.000000Z07:00"
 
 // wireOptions encode an answer with encoding/json's rules, except times,
-// which are written in timeFormat. A time is appended to the encoder's own
-// buffer: formatting it into a string first cost three allocations a time,
-// and an answer has up to four.
+// which are written in timeFormat.
 var wireOptions = jsonv2.JoinOptions(
 	jsonv1.DefaultOptionsV1(),
-	jsonv2.WithMarshalers(jsonv2.MarshalToFunc(func(e *jsontext.Encoder, t time.Time) error {
-		var buf [len(timeFormat) + 8]byte
-		b := append(buf[:0], '"')
-		b = t.UTC().AppendFormat(b, timeFormat)
-		return e.WriteValue(append(b, '"'))
+	jsonv2.WithMarshalers(jsonv2.MarshalFunc(func(t time.Time) ([]byte, error) {
+		return []byte(`"` + t.UTC().Format(timeFormat) + `"`), nil
 	})),
 )
-
-// bodies are the buffers WriteJSON encodes into; c.Data copies a body into
-// the response before WriteJSON returns its buffer.
-var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// maxPooledBody is the largest buffer WriteJSON returns to bodies; a larger
-// one (a long page of events) is left to the garbage collector.
-const maxPooledBody = 64 << 10
 
 // WriteJSON answers with v, one of the client package's types, as JSON:
 // the handlers of mounted routes answer with it too. A pointer to the value
 // encodes the same and saves the encoder a copy of it (reflect.New).
 func WriteJSON(c *gin.Context, status int, v any) {
-	buf := bodies.Get().(*bytes.Buffer)
-	defer func() {
-		if buf.Cap() <= maxPooledBody {
-			buf.Reset()
-			bodies.Put(buf)
-		}
-	}()
-	if err := jsonv2.MarshalWrite(buf, v, wireOptions); err != nil {
+	body, err := jsonv2.Marshal(v, wireOptions)
+	if err != nil {
 		Abort(c, err)
 		return
 	}
-	c.Data(status, "application/json", buf.Bytes())
+	c.Data(status, "application/json", body)
 }
