@@ -48,6 +48,42 @@ func TestCreateResolve(t *testing.T) {
 		if !bytes.Equal(stored, sum[:]) {
 			t.Errorf("stored key_hash = %x, want sha256 of the secret", stored)
 		}
+		// And its route, by which it is found without its tenant.
+		var tenant string
+		if err := pool.QueryRow(ctx, `SELECT key_tenant FROM api_key_routes WHERE key_hash = $1`, sum[:]).Scan(&tenant); err != nil || tenant != "acme" {
+			t.Errorf("route of the key: %q, %v; want acme", tenant, err)
+		}
+	}
+}
+
+// A key without a route, made by an instance older than migration 016
+// while it ran, is still found, by its hash alone; a route never finds
+// another tenant's key.
+func TestResolveWithoutRoute(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := pgtest.NewPool(t)
+	old, oldSecret, err := apikey.Create(ctx, pool, "acme", apikey.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM api_key_routes WHERE key_tenant = 'acme'`); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := apikey.Resolve(ctx, pool, oldSecret); err != nil || got.ID != old.ID || got.Tenant != "acme" {
+		t.Errorf("Resolve(a key without a route) = %+v, %v; want %s of acme", got, err, old.ID)
+	}
+
+	_, secret, err := apikey.Create(ctx, pool, "acme", apikey.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(secret))
+	if _, err := pool.Exec(ctx, `UPDATE api_key_routes SET key_tenant = 'other' WHERE key_hash = $1`, sum[:]); err != nil {
+		t.Fatal(err)
+	}
+	if k, err := apikey.Resolve(ctx, pool, secret); !errors.Is(err, apikey.ErrUnauthorized) {
+		t.Errorf("Resolve(a key routed to another tenant) = %+v, %v; want ErrUnauthorized", k, err)
 	}
 }
 

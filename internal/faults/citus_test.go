@@ -92,21 +92,40 @@ func (c *citusCluster) workerOf(ctx context.Context, t *testing.T, tenant string
 	return port, name
 }
 
+// tenantNotOn is a tenant name, made from prefix, whose shards are not on the
+// worker at port.
+func (c *citusCluster) tenantNotOn(ctx context.Context, t *testing.T, prefix string, port int) string {
+	t.Helper()
+	for i := range 100 {
+		tenant := prefix + "-" + strconv.Itoa(i)
+		if p, _ := c.workerOf(ctx, t, tenant); p != port {
+			return tenant
+		}
+	}
+	t.Fatalf("no tenant %s-N off the worker at port %d", prefix, port)
+	return ""
+}
+
 // A Citus worker restarts (pg_ctl restart -m fast) while clients issue and
-// spend tokens of a tenant whose shards it holds. tokend is not restarted.
-// It must answer 503 with Retry-After (or drop connections) while the worker
-// is away and recover by itself; after the clients' retries, no effect is
-// lost or duplicated.
+// spend tokens of a tenant whose shards it holds, and a client of a tenant
+// on the other worker does the same. tokend is not restarted. It must
+// answer 503 with Retry-After (or drop connections) while the worker is
+// away and recover by itself; after the clients' retries, no effect is
+// lost or duplicated. The other worker's tenant sees nothing of it: its
+// key, too, is found without asking the worker that is away.
 func TestCitusWorkerRestartMidLoad(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cl := startCitus(ctx, t)
 	srv := proctest.Start(t, proctest.Options{DatabaseURL: cl.dbURL})
 	const tenant = "citus-restart"
-	_, worker := cl.workerOf(ctx, t, tenant)
+	port, worker := cl.workerOf(ctx, t, tenant)
+	bystander := cl.tenantNotOn(ctx, t, "citus-bystander", port)
 
 	c := newClient(t, srv.URL, proctest.CreateKey(t, cl.dbURL, tenant, "client"))
+	bc := newClient(t, srv.URL, proctest.CreateKey(t, cl.dbURL, bystander, "client"))
 	l := startLoad(ctx, t, c, 8)
+	bl := startLoad(ctx, t, bc, 1)
 	const before, after = 40, 40
 	if !waitFor(ctx, func() bool { return l.answered.Load() >= before }) {
 		t.Fatalf("only %d spends answered before the deadline", l.answered.Load())
@@ -126,6 +145,7 @@ func TestCitusWorkerRestartMidLoad(t *testing.T) {
 	mark := l.answered.Load()
 	recovered := waitFor(ctx, func() bool { return l.answered.Load() >= mark+after })
 	l.stop()
+	bl.stop()
 	if !recovered {
 		t.Errorf("only %d spends answered in the %v after the restart, want %d: tokend did not recover",
 			l.answered.Load()-mark, time.Since(restartAt).Round(time.Second), after)
@@ -133,6 +153,12 @@ func TestCitusWorkerRestartMidLoad(t *testing.T) {
 	t.Logf("pg_ctl restart -m fast of %s took %v; %d spends answered before it and %d after",
 		worker, workerBack.Round(time.Millisecond), mark, l.answered.Load()-mark)
 	checkOutage(ctx, t, cl.dbURL, tenant, l, restartAt)
+
+	t.Logf("tenant %s, on the other worker: %v", bystander, &bl.all)
+	if o := bl.all.outage(); o.failures > 0 {
+		t.Errorf("tenant %s, on the other worker, got %d answers to retry while %s restarted", bystander, o.failures, worker)
+	}
+	checkExactlyOnce(ctx, t, cl.dbURL, bystander, 1, bl.told)
 }
 
 // A tenant's shards move to the other worker (citus_move_shard_placement, by

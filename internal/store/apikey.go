@@ -1,14 +1,34 @@
 package store
 
-// APIKeyCreateSQL stores a new key ($3 the hash of its secret).
+// APIKeyCreateSQL stores a new key ($3 the hash of its secret) and its
+// route, in one statement so that neither is kept without the other (on
+// Citus it commits on every node: the route is a reference table).
 const APIKeyCreateSQL = `
+WITH route AS (
+    INSERT INTO api_key_routes (key_hash, key_tenant) VALUES ($3, $1)
+)
 INSERT INTO api_keys (tenant_id, id, key_hash, role)
 VALUES ($1, $2, $3, $4)
 RETURNING created_at`
 
-// APIKeyResolveSQL finds a live key by hash alone: keys are presented without their
-// tenant. The hash of 256 random bits identifies one key.
+// APIKeyRouteSQL finds the tenant of the key whose hash is $1: keys are
+// presented without their tenant. On Citus api_key_routes is a reference
+// table read on the coordinator, so no worker is asked.
+const APIKeyRouteSQL = `
+SELECT key_tenant FROM api_key_routes WHERE key_hash = $1`
+
+// APIKeyResolveSQL finds tenant $1's live key by its hash $2, on the
+// tenant's worker alone on Citus.
 const APIKeyResolveSQL = `
+SELECT tenant_id, id, role, created_at, key_hash
+FROM api_keys
+WHERE tenant_id = $1 AND key_hash = $2 AND revoked_at IS NULL`
+
+// APIKeyResolveUnroutedSQL finds a live key by its hash alone, asking every
+// Citus worker: for a key without a route, made by an instance older than
+// migration 016 while it ran. The hash of 256 random bits identifies one
+// key.
+const APIKeyResolveUnroutedSQL = `
 SELECT tenant_id, id, role, created_at, key_hash
 FROM api_keys
 WHERE key_hash = $1 AND revoked_at IS NULL

@@ -29,10 +29,23 @@ func CreateAPIKey(ctx context.Context, q db.DBTX, k APIKeyRow) (time.Time, error
 	return at, nil
 }
 
-// ResolveAPIKey finds the live key whose secret hashes to hash
-// (APIKeyResolveSQL); ok is false when there is none.
+// ResolveAPIKey finds the live key whose secret hashes to hash; ok is
+// false when there is none. Its tenant comes from its route
+// (APIKeyRouteSQL), then the key from that tenant's rows
+// (APIKeyResolveSQL): on Citus, a worker that is down fails only its own
+// tenants' keys. A key without a route is looked for by its hash alone
+// (APIKeyResolveUnroutedSQL).
 func ResolveAPIKey(ctx context.Context, q db.DBTX, hash []byte) (k APIKeyRow, ok bool, err error) {
-	err = q.QueryRow(ctx, APIKeyResolveSQL, hash).Scan(&k.Tenant, &k.ID, &k.Role, &k.CreatedAt, &k.Hash)
+	var tenant string
+	err = q.QueryRow(ctx, APIKeyRouteSQL, hash).Scan(&tenant)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		err = q.QueryRow(ctx, APIKeyResolveUnroutedSQL, hash).Scan(&k.Tenant, &k.ID, &k.Role, &k.CreatedAt, &k.Hash)
+	case err != nil:
+		return APIKeyRow{}, false, fmt.Errorf("apikey: resolve: route: %w", err)
+	default:
+		err = q.QueryRow(ctx, APIKeyResolveSQL, tenant, hash).Scan(&k.Tenant, &k.ID, &k.Role, &k.CreatedAt, &k.Hash)
+	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return APIKeyRow{}, false, nil

@@ -16,7 +16,7 @@ func TestEveryStatementRuns(t *testing.T) {
 	pgtest.RunsAll(t, map[string]string{
 		"policy get": store.PolicyGetSQL, "policy list": store.PolicyListSQL, "policy put": store.PolicyPutSQL,
 		"policy lock": store.PolicyLockSQL, "policy delete": store.PolicyDeleteSQL,
-		"api key create": store.APIKeyCreateSQL, "api key resolve": store.APIKeyResolveSQL, "api key revoke": store.APIKeyRevokeSQL,
+		"api key create": store.APIKeyCreateSQL, "api key resolve": store.APIKeyResolveSQL, "api key route": store.APIKeyRouteSQL, "api key resolve unrouted": store.APIKeyResolveUnroutedSQL, "api key revoke": store.APIKeyRevokeSQL,
 		"api key notify": store.APIKeyNotifySQL, "api key live": store.APIKeyLiveSQL,
 		"endpoint lock tenant": store.EndpointLockTenantSQL, "endpoint create": store.EndpointCreateSQL,
 		"endpoint rotate": store.EndpointRotateSQL, "endpoint list": store.EndpointListSQL, "endpoint get": store.EndpointGetSQL,
