@@ -6,6 +6,7 @@ import (
 	"time"
 
 	feed "github.com/tokend/tokend/event"
+	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/token"
 )
 
@@ -40,7 +41,7 @@ func TestPurgeKeepsEventsUntilTheirRetention(t *testing.T) {
 	}
 
 	// Positioned: a retention longer than their age keeps them...
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(pgtest.SettleTimeout)
 	for e.count(`SELECT count(*) FROM token_events e WHERE NOT EXISTS (
 		SELECT 1 FROM event_positions p WHERE p.tenant_id = e.tenant_id AND p.token_id = e.token_id AND p.seq = e.seq)`) > 0 {
 		if time.Now().After(deadline) {

@@ -197,7 +197,7 @@ func TestFeedWaitsForOpenTransactions(t *testing.T) {
 	}
 	// Transactions of other tests, in other databases of the same server,
 	// hold the horizon back too: wait for it to pass.
-	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+	wait, cancel := context.WithTimeout(ctx, pgtest.SettleTimeout)
 	defer cancel()
 	page, err = follow(wait, pool, tenant, 2)
 	if err != nil {
@@ -222,7 +222,7 @@ func TestFeedTenantIsolation(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+	wait, cancel := context.WithTimeout(ctx, pgtest.SettleTimeout)
 	defer cancel()
 	a, err := follow(wait, pool, "a", 2)
 	if err != nil {

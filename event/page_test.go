@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -27,7 +26,7 @@ func writeBodies(ctx context.Context, t *testing.T, pool *pgxpool.Pool, tenant s
 			t.Fatal(err)
 		}
 	}
-	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+	wait, cancel := context.WithTimeout(ctx, pgtest.SettleTimeout)
 	defer cancel()
 	if _, err := follow(wait, pool, tenant, len(sizes)); err != nil {
 		t.Fatal(err)

@@ -237,7 +237,7 @@ func TestCursorsSurviveARestore(t *testing.T) {
 	after := writeN(ctx, t, dst, tenant, "new", 20)
 	want := append(append([]string{}, waiting...), after...)
 	for _, cursor := range []int64{30, 20} {
-		wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+		wait, cancel := context.WithTimeout(ctx, pgtest.SettleTimeout)
 		got, err := followFrom(wait, dst, tenant, cursor, int(30-cursor)+len(want))
 		cancel()
 		if err != nil {

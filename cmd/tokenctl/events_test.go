@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokend/tokend/internal/pgtest"
 )
 
 func TestEventsTail(t *testing.T) {
@@ -15,7 +17,7 @@ func TestEventsTail(t *testing.T) {
 	// Positions come once the writing transactions are settled, which other
 	// tests' transactions on the same server may delay a little.
 	var r result
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(pgtest.SettleTimeout); ; time.Sleep(20 * time.Millisecond) {
 		if r = f.ok("events", "tail"); strings.Count(r.stdout, "\n") >= 2 || time.Now().After(deadline) {
 			break
 		}

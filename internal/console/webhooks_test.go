@@ -14,6 +14,7 @@ import (
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/console"
 	"github.com/tokend/tokend/internal/dispatch"
+	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/token"
 )
 
@@ -45,7 +46,7 @@ func (s *server) failingEndpoint(t *testing.T, rounds int, maxAge time.Duration)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for made, deadline := 0, time.Now().Add(30*time.Second); made < rounds; time.Sleep(5 * time.Millisecond) {
+	for made, deadline := 0, time.Now().Add(pgtest.SettleTimeout); made < rounds; time.Sleep(5 * time.Millisecond) {
 		n, err := d.Round(context.Background())
 		if err != nil {
 			t.Fatal(err)

@@ -126,10 +126,10 @@ func newDispatcher(t *testing.T, cfg dispatch.Config) *dispatch.Dispatcher {
 // until runs rounds of d until cond holds, failing after 30 s.
 func until(t *testing.T, d *dispatch.Dispatcher, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(pgtest.SettleTimeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not reached after 30s of rounds")
+			t.Fatalf("condition not reached after %v of rounds", pgtest.SettleTimeout)
 		}
 		if _, err := d.Round(context.Background()); err != nil {
 			t.Fatal(err)
@@ -226,7 +226,7 @@ func TestLostRecordIsRedelivered(t *testing.T) {
 	dying := newDispatcher(t, cfg)
 	// Events get their feed positions once other tests' transactions on the
 	// server are done: send until all three went out.
-	for sent, deadline := 0, time.Now().Add(30*time.Second); sent < 3; {
+	for sent, deadline := 0, time.Now().Add(pgtest.SettleTimeout); sent < 3; {
 		n, err := dispatch.SendWithoutRecording(ctx, dying)
 		if err != nil || time.Now().After(deadline) {
 			t.Fatalf("dying dispatcher sent %d of 3, %v", sent+n, err)

@@ -358,7 +358,7 @@ func TestHangingTenantDelaysOnlyItself(t *testing.T) {
 	d := newDispatcher(t, dispatch.Config{Pool: pool, Keys: keys, Timeout: time.Minute, Lease: 2 * time.Minute,
 		Interval: 10 * time.Millisecond, EndpointConcurrency: 2, TenantConcurrency: 5, Workers: 16})
 	go func() { _ = d.Run(ctx) }()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(pgtest.SettleTimeout)
 	for b.effects() < 20 {
 		if time.Now().After(deadline) {
 			t.Fatalf("tenant b got %d of 20 events applied while a's endpoints hang", b.effects())

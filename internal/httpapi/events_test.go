@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tokend/tokend/internal/apikey"
+	"github.com/tokend/tokend/internal/pgtest"
 )
 
 type feedPage struct {
@@ -36,10 +37,10 @@ func (a *api) readFeed(t *testing.T, key string, want int) feedPage {
 	t.Helper()
 	var all feedPage
 	cursor := "0"
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(pgtest.SettleTimeout)
 	for len(all.Items) < want {
 		if time.Now().After(deadline) {
-			t.Fatalf("feed: %d of %d events after 30s: %+v", len(all.Items), want, all.Items)
+			t.Fatalf("feed: %d of %d events after %v: %+v", len(all.Items), want, pgtest.SettleTimeout, all.Items)
 		}
 		res := a.get(key, "/v1/events?limit=2&after="+cursor)
 		if res.status != http.StatusOK {
@@ -187,9 +188,9 @@ func (a *api) readFeedRaw(t *testing.T, key string, want int) []rawFeedEvent {
 	t.Helper()
 	var all []rawFeedEvent
 	cursor := "0"
-	for deadline := time.Now().Add(30 * time.Second); len(all) < want; {
+	for deadline := time.Now().Add(pgtest.SettleTimeout); len(all) < want; {
 		if time.Now().After(deadline) {
-			t.Fatalf("feed: %d of %d events after 30s", len(all), want)
+			t.Fatalf("feed: %d of %d events after %v", len(all), want, pgtest.SettleTimeout)
 		}
 		res := a.get(key, "/v1/events?after="+cursor)
 		var p struct {

@@ -30,7 +30,7 @@ func writeEvents(t *testing.T, pool *pgxpool.Pool, n, size int) {
 		FROM generate_series(1, $1::int) g`, n, body); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(pgtest.SettleTimeout)
 	for positioned := int64(0); positioned < int64(n); {
 		k, err := event.Position(ctx, pool, "acme")
 		if err != nil {

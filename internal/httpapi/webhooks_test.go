@@ -13,6 +13,7 @@ import (
 	"github.com/tokend/tokend/internal/apikey"
 	"github.com/tokend/tokend/internal/dispatch"
 	"github.com/tokend/tokend/internal/httpapi"
+	"github.com/tokend/tokend/internal/pgtest"
 	"github.com/tokend/tokend/token"
 	"github.com/tokend/tokend/webhook"
 )
@@ -64,7 +65,7 @@ func TestWebhookRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); received.Load() < 1; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(pgtest.SettleTimeout); received.Load() < 1; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the issue was never delivered")
 		}
