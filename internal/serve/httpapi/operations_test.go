@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"strings"
@@ -225,61 +226,6 @@ func TestTokenKeepsPolicyItWasIssuedUnder(t *testing.T) {
 	})
 }
 
-// A payload the handler would refuse at spend is refused at issue, with the
-// field and the rule, in the API's words; nothing is written.
-func TestIssueValidatesPayloadWithHandler(t *testing.T) {
-	t.Parallel()
-	a := newAPI(t)
-	if res := a.putOperation("pay.card", `{"mode":"lease"}`); res.status != http.StatusOK {
-		t.Fatalf("PUT = %d %s", res.status, res.body)
-	}
-	tests := []struct {
-		name, op, payload, field string
-	}{
-		{"amount a string", "ledger.credit", `{"account":"a","amount":"5"}`, "payload.amount"},
-		{"amount negative", "ledger.credit", `{"account":"a","amount":-5}`, "payload.amount"},
-		{"amount zero", "ledger.credit", `{"account":"a","amount":0}`, "payload.amount"},
-		{"amount fractional", "ledger.credit", `{"account":"a","amount":1.5}`, "payload.amount"},
-		{"amount in exponent form", "ledger.credit", `{"account":"a","amount":1e3}`, "payload.amount"},
-		{"amount too large", "ledger.credit", `{"account":"a","amount":1000000000001}`, "payload.amount"},
-		{"amount null", "ledger.credit", `{"account":"a","amount":null}`, "payload.amount"},
-		{"amount missing", "ledger.credit", `{"account":"a"}`, "payload.amount"},
-		{"account missing", "ledger.credit", `{"amount":5}`, "payload.account"},
-		{"account a number", "ledger.credit", `{"account":7,"amount":5}`, "payload.account"},
-		{"account malformed", "ledger.debit", `{"account":"a b","amount":5}`, "payload.account"},
-		{"unknown field", "ledger.debit", `{"account":"a","amount":5,"admin":true}`, "payload.admin"},
-		{"not an object", "ledger.credit", `[1,2]`, "payload "},
-		{"a string", "ledger.debit", `"five"`, "payload "},
-	}
-	for i, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			before := a.count("tokens")
-			res := a.issueRaw(fmt.Sprint("bad-", i), fmt.Sprintf(`{"operation":%q,"subject":"u","ttl_seconds":60,"payload":%s}`, tc.op, tc.payload))
-			p := wantProblem(t, res, http.StatusBadRequest, "invalid_request")
-			if !strings.Contains(p.Detail, tc.field) {
-				t.Errorf("detail %q does not name %q", p.Detail, tc.field)
-			}
-			for _, internal := range []string{"Go ", "struct", "unmarshal", "json:", "int64", "Payload."} {
-				if strings.Contains(p.Detail, internal) {
-					t.Errorf("detail %q shows Go internals (%q)", p.Detail, internal)
-				}
-			}
-			if n := a.count("tokens"); n != before {
-				t.Errorf("%d tokens after a refused issue, want %d", n, before)
-			}
-		})
-	}
-	// A spend is refused in the same words.
-	tok := a.issue(a.client(), "unbound", `{"operation":"ledger.credit","subject":"u","ttl_seconds":60}`)
-	p := wantProblem(t, a.post(a.client(), "/v1/tokens/consume", fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"u","payload":{"account":"a","amount":"5"}}`, tok.Token)),
-		http.StatusBadRequest, "invalid_request")
-	if !strings.Contains(p.Detail, "payload.amount must be an integer") || strings.Contains(p.Detail, "unmarshal") {
-		t.Errorf("spend detail = %q, want payload.amount and its rule", p.Detail)
-	}
-	// An operation without a handler leaves its payload to whoever executes it.
-	a.issue(a.client(), "lease", `{"operation":"pay.card","subject":"u","ttl_seconds":60,"payload":{"amount":"5"}}`)
-}
-
 // An operation name Postgres cannot store is refused on every operation route
 // and on issue, never a 5xx.
 func TestOperationRoutesRefuseUnstorableNames(t *testing.T) {
@@ -295,5 +241,48 @@ func TestOperationRoutesRefuseUnstorableNames(t *testing.T) {
 	res := a.issueRaw("nul", `{"operation":"pay\u0000card","subject":"u","ttl_seconds":60}`)
 	if res.status != http.StatusBadRequest {
 		t.Errorf("issue with a NUL in the operation = %d %s, want 400", res.status, res.body)
+	}
+}
+
+func TestOperationsAdmin(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	op := a.operator()
+
+	put := a.do(request{method: http.MethodPut, path: "/v1/admin/operations/pay.card", key: op,
+		body: `{"mode":"lease","on_lease_expiry":"takeover","lease_seconds":60,"ignored_fields":["trace_id"]}`})
+	want := `{"name":"pay.card","mode":"lease","on_lease_expiry":"takeover","lease_seconds":60,"max_ttl_seconds":3600,"retention_seconds":86400,"ignored_fields":["trace_id"],"event_outcome":false}`
+	if put.status != http.StatusOK || string(put.body) != want {
+		t.Errorf("PUT = %d %s\nwant 200 %s", put.status, put.body, want)
+	}
+	if got := a.get(op, "/v1/admin/operations/pay.card"); got.status != http.StatusOK || !bytes.Equal(got.body, put.body) {
+		t.Errorf("GET = %d %s, want the PUT's answer", got.status, got.body)
+	}
+	list := a.get(op, "/v1/admin/operations")
+	var items struct {
+		Items []struct{ Name, Mode string } `json:"items"`
+	}
+	if err := jsonLoose(list.body, &items); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, it := range items.Items {
+		names = append(names, it.Name+"/"+it.Mode)
+	}
+	if list.status != http.StatusOK || fmt.Sprint(names) != "[ledger.credit/atomic ledger.debit/atomic pay.card/lease]" {
+		t.Errorf("list = %d %v", list.status, names)
+	}
+	wantProblem(t, a.get(op, "/v1/admin/operations/never.declared"), http.StatusNotFound, "unknown_operation")
+
+	// Redeclaring replaces the policy.
+	if res := a.do(request{method: http.MethodPut, path: "/v1/admin/operations/pay.card", key: op, body: `{"mode":"lease","max_ttl_seconds":60}`}); res.status != http.StatusOK {
+		t.Fatalf("re-PUT = %d %s", res.status, res.body)
+	}
+	var (
+		expiry string
+		maxTTL int
+	)
+	if err := a.pool.QueryRow(t.Context(), `SELECT on_lease_expiry, max_ttl_seconds FROM operations WHERE tenant_id = 'acme' AND name = 'pay.card'`).Scan(&expiry, &maxTTL); err != nil || expiry != "unknown" || maxTTL != 60 {
+		t.Errorf("stored on_lease_expiry, max_ttl_seconds = %q, %d, %v; want unknown, 60", expiry, maxTTL, err)
 	}
 }

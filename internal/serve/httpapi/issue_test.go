@@ -158,56 +158,6 @@ func TestIssueNeedsIdempotencyKey(t *testing.T) {
 	}
 }
 
-func TestConsumeBindingMismatch(t *testing.T) {
-	t.Parallel()
-	a := newAPI(t)
-	key := a.client()
-	tok := a.issue(key, "order-1", `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":300}`)
-	spend := func(op, subject string) response {
-		return a.post(key, "/v1/tokens/consume", fmt.Sprintf(`{"token":%q,"operation":%q,"subject":%q,"payload":{"account":"acc_1","amount":5}}`, tok.Token, op, subject))
-	}
-	for _, tt := range []struct{ op, subject string }{
-		{"ledger.credit", "user-2"},
-		{"ledger.debit", "user-1"},
-		{"ledger.credit", ""},
-		{"", "user-1"},
-	} {
-		wantProblem(t, spend(tt.op, tt.subject), http.StatusForbidden, "binding_mismatch")
-	}
-	if s, g := a.tokenState(tok.ID); s != token.Issued || g != 0 || a.balance("acme", "acc_1") != 0 {
-		t.Fatalf("after mismatches: state %s gen %d balance %d; want issued, 0, 0", s, g, a.balance("acme", "acc_1"))
-	}
-	if res := spend("ledger.credit", "user-1"); res.status != http.StatusOK {
-		t.Errorf("the right spend after mismatches = %d %s", res.status, res.body)
-	}
-}
-
-func TestDebitInsufficientFundsIsStored(t *testing.T) {
-	t.Parallel()
-	a := newAPI(t)
-	key := a.client()
-	tok := a.issue(key, "pay-1", `{"operation":"ledger.debit","subject":"user-1","ttl_seconds":300,"payload":{"account":"acc_1","amount":10}}`)
-	spend := fmt.Sprintf(`{"token":%q,"operation":"ledger.debit","subject":"user-1","payload":{"account":"acc_1","amount":10}}`, tok.Token)
-
-	first := a.post(key, "/v1/tokens/consume", spend)
-	want := fmt.Sprintf(`{"token_id":"%s","state":"failed","result":{"code":"insufficient_funds","message":"the balance is lower than the amount","account":"acc_1","balance":0}}`, tok.ID)
-	if first.status != http.StatusUnprocessableEntity || string(first.body) != want {
-		t.Errorf("consume = %d %s\nwant 422 %s", first.status, first.body, want)
-	}
-	// Crediting the account now does not make the stored failure a success.
-	credit := a.issue(key, "fund-1", `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":300}`)
-	if res := a.post(key, "/v1/tokens/consume", fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"user-1","payload":{"account":"acc_1","amount":50}}`, credit.Token)); res.status != http.StatusOK {
-		t.Fatalf("credit = %d %s", res.status, res.body)
-	}
-	replay := a.post(key, "/v1/tokens/consume", spend)
-	if replay.status != first.status || !bytes.Equal(replay.body, first.body) || replay.header.Get("Idempotent-Replayed") != "true" {
-		t.Errorf("replay = %d %s (replayed %q), want the stored 422", replay.status, replay.body, replay.header.Get("Idempotent-Replayed"))
-	}
-	if s, _ := a.tokenState(tok.ID); s != token.Failed || a.balance("acme", "acc_1") != 50 {
-		t.Errorf("state %s, balance %d; want failed, 50", s, a.balance("acme", "acc_1"))
-	}
-}
-
 // TestIssueReplaySaysTheStateNow: the replay of an issue answers the first
 // body byte for byte, and its Token-State header says what the token is
 // now: expired once past its expiry (swept or not), consumed once spent.
@@ -255,4 +205,81 @@ func (a *api) tokenStateNow(key, id string) string {
 	mustUnmarshal(a.t, a.get(key, "/v1/tokens/"+id).body, &v)
 	s, _ := v["state"].(string)
 	return s
+}
+
+// A payload the handler would refuse at spend is refused at issue, with the
+// field and the rule, in the API's words; nothing is written.
+func TestIssueValidatesPayloadWithHandler(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	if res := a.putOperation("pay.card", `{"mode":"lease"}`); res.status != http.StatusOK {
+		t.Fatalf("PUT = %d %s", res.status, res.body)
+	}
+	tests := []struct {
+		name, op, payload, field string
+	}{
+		{"amount a string", "ledger.credit", `{"account":"a","amount":"5"}`, "payload.amount"},
+		{"amount negative", "ledger.credit", `{"account":"a","amount":-5}`, "payload.amount"},
+		{"amount zero", "ledger.credit", `{"account":"a","amount":0}`, "payload.amount"},
+		{"amount fractional", "ledger.credit", `{"account":"a","amount":1.5}`, "payload.amount"},
+		{"amount in exponent form", "ledger.credit", `{"account":"a","amount":1e3}`, "payload.amount"},
+		{"amount too large", "ledger.credit", `{"account":"a","amount":1000000000001}`, "payload.amount"},
+		{"amount null", "ledger.credit", `{"account":"a","amount":null}`, "payload.amount"},
+		{"amount missing", "ledger.credit", `{"account":"a"}`, "payload.amount"},
+		{"account missing", "ledger.credit", `{"amount":5}`, "payload.account"},
+		{"account a number", "ledger.credit", `{"account":7,"amount":5}`, "payload.account"},
+		{"account malformed", "ledger.debit", `{"account":"a b","amount":5}`, "payload.account"},
+		{"unknown field", "ledger.debit", `{"account":"a","amount":5,"admin":true}`, "payload.admin"},
+		{"not an object", "ledger.credit", `[1,2]`, "payload "},
+		{"a string", "ledger.debit", `"five"`, "payload "},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := a.count("tokens")
+			res := a.issueRaw(fmt.Sprint("bad-", i), fmt.Sprintf(`{"operation":%q,"subject":"u","ttl_seconds":60,"payload":%s}`, tc.op, tc.payload))
+			p := wantProblem(t, res, http.StatusBadRequest, "invalid_request")
+			if !strings.Contains(p.Detail, tc.field) {
+				t.Errorf("detail %q does not name %q", p.Detail, tc.field)
+			}
+			for _, internal := range []string{"Go ", "struct", "unmarshal", "json:", "int64", "Payload."} {
+				if strings.Contains(p.Detail, internal) {
+					t.Errorf("detail %q shows Go internals (%q)", p.Detail, internal)
+				}
+			}
+			if n := a.count("tokens"); n != before {
+				t.Errorf("%d tokens after a refused issue, want %d", n, before)
+			}
+		})
+	}
+	// A spend is refused in the same words.
+	tok := a.issue(a.client(), "unbound", `{"operation":"ledger.credit","subject":"u","ttl_seconds":60}`)
+	p := wantProblem(t, a.post(a.client(), "/v1/tokens/consume", fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"u","payload":{"account":"a","amount":"5"}}`, tok.Token)),
+		http.StatusBadRequest, "invalid_request")
+	if !strings.Contains(p.Detail, "payload.amount must be an integer") || strings.Contains(p.Detail, "unmarshal") {
+		t.Errorf("spend detail = %q, want payload.amount and its rule", p.Detail)
+	}
+	// An operation without a handler leaves its payload to whoever executes it.
+	a.issue(a.client(), "lease", `{"operation":"pay.card","subject":"u","ttl_seconds":60,"payload":{"amount":"5"}}`)
+}
+
+// ttl_seconds is required, as the README says: an issue without it, or with
+// zero, is refused and issues nothing.
+func TestIssueNeedsTTL(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	key := a.client()
+	tests := []struct{ name, body string }{
+		{"absent", `{"operation":"ledger.credit","subject":"u"}`},
+		{"null", `{"operation":"ledger.credit","subject":"u","ttl_seconds":null}`},
+		{"zero", `{"operation":"ledger.credit","subject":"u","ttl_seconds":0}`},
+	}
+	for _, tt := range tests {
+		res := a.do(request{method: http.MethodPost, path: "/v1/tokens", key: key, body: tt.body, header: http.Header{"Idempotency-Key": {"ttl-" + tt.name}}})
+		if p := wantProblem(t, res, http.StatusBadRequest, "invalid_request"); !strings.Contains(p.Detail, "ttl_seconds") {
+			t.Errorf("%s: detail %q should name ttl_seconds", tt.name, p.Detail)
+		}
+	}
+	if n := a.count("tokens"); n != 0 {
+		t.Errorf("%d tokens issued, want none", n)
+	}
 }

@@ -12,46 +12,53 @@ import (
 	"github.com/tokend/tokend/token"
 )
 
-func TestOperationsAdmin(t *testing.T) {
+func TestConsumeBindingMismatch(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t)
-	op := a.operator()
+	key := a.client()
+	tok := a.issue(key, "order-1", `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":300}`)
+	spend := func(op, subject string) response {
+		return a.post(key, "/v1/tokens/consume", fmt.Sprintf(`{"token":%q,"operation":%q,"subject":%q,"payload":{"account":"acc_1","amount":5}}`, tok.Token, op, subject))
+	}
+	for _, tt := range []struct{ op, subject string }{
+		{"ledger.credit", "user-2"},
+		{"ledger.debit", "user-1"},
+		{"ledger.credit", ""},
+		{"", "user-1"},
+	} {
+		wantProblem(t, spend(tt.op, tt.subject), http.StatusForbidden, "binding_mismatch")
+	}
+	if s, g := a.tokenState(tok.ID); s != token.Issued || g != 0 || a.balance("acme", "acc_1") != 0 {
+		t.Fatalf("after mismatches: state %s gen %d balance %d; want issued, 0, 0", s, g, a.balance("acme", "acc_1"))
+	}
+	if res := spend("ledger.credit", "user-1"); res.status != http.StatusOK {
+		t.Errorf("the right spend after mismatches = %d %s", res.status, res.body)
+	}
+}
 
-	put := a.do(request{method: http.MethodPut, path: "/v1/admin/operations/pay.card", key: op,
-		body: `{"mode":"lease","on_lease_expiry":"takeover","lease_seconds":60,"ignored_fields":["trace_id"]}`})
-	want := `{"name":"pay.card","mode":"lease","on_lease_expiry":"takeover","lease_seconds":60,"max_ttl_seconds":3600,"retention_seconds":86400,"ignored_fields":["trace_id"],"event_outcome":false}`
-	if put.status != http.StatusOK || string(put.body) != want {
-		t.Errorf("PUT = %d %s\nwant 200 %s", put.status, put.body, want)
-	}
-	if got := a.get(op, "/v1/admin/operations/pay.card"); got.status != http.StatusOK || !bytes.Equal(got.body, put.body) {
-		t.Errorf("GET = %d %s, want the PUT's answer", got.status, got.body)
-	}
-	list := a.get(op, "/v1/admin/operations")
-	var items struct {
-		Items []struct{ Name, Mode string } `json:"items"`
-	}
-	if err := jsonLoose(list.body, &items); err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, it := range items.Items {
-		names = append(names, it.Name+"/"+it.Mode)
-	}
-	if list.status != http.StatusOK || fmt.Sprint(names) != "[ledger.credit/atomic ledger.debit/atomic pay.card/lease]" {
-		t.Errorf("list = %d %v", list.status, names)
-	}
-	wantProblem(t, a.get(op, "/v1/admin/operations/never.declared"), http.StatusNotFound, "unknown_operation")
+func TestDebitInsufficientFundsIsStored(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	key := a.client()
+	tok := a.issue(key, "pay-1", `{"operation":"ledger.debit","subject":"user-1","ttl_seconds":300,"payload":{"account":"acc_1","amount":10}}`)
+	spend := fmt.Sprintf(`{"token":%q,"operation":"ledger.debit","subject":"user-1","payload":{"account":"acc_1","amount":10}}`, tok.Token)
 
-	// Redeclaring replaces the policy.
-	if res := a.do(request{method: http.MethodPut, path: "/v1/admin/operations/pay.card", key: op, body: `{"mode":"lease","max_ttl_seconds":60}`}); res.status != http.StatusOK {
-		t.Fatalf("re-PUT = %d %s", res.status, res.body)
+	first := a.post(key, "/v1/tokens/consume", spend)
+	want := fmt.Sprintf(`{"token_id":"%s","state":"failed","result":{"code":"insufficient_funds","message":"the balance is lower than the amount","account":"acc_1","balance":0}}`, tok.ID)
+	if first.status != http.StatusUnprocessableEntity || string(first.body) != want {
+		t.Errorf("consume = %d %s\nwant 422 %s", first.status, first.body, want)
 	}
-	var (
-		expiry string
-		maxTTL int
-	)
-	if err := a.pool.QueryRow(t.Context(), `SELECT on_lease_expiry, max_ttl_seconds FROM operations WHERE tenant_id = 'acme' AND name = 'pay.card'`).Scan(&expiry, &maxTTL); err != nil || expiry != "unknown" || maxTTL != 60 {
-		t.Errorf("stored on_lease_expiry, max_ttl_seconds = %q, %d, %v; want unknown, 60", expiry, maxTTL, err)
+	// Crediting the account now does not make the stored failure a success.
+	credit := a.issue(key, "fund-1", `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":300}`)
+	if res := a.post(key, "/v1/tokens/consume", fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"user-1","payload":{"account":"acc_1","amount":50}}`, credit.Token)); res.status != http.StatusOK {
+		t.Fatalf("credit = %d %s", res.status, res.body)
+	}
+	replay := a.post(key, "/v1/tokens/consume", spend)
+	if replay.status != first.status || !bytes.Equal(replay.body, first.body) || replay.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("replay = %d %s (replayed %q), want the stored 422", replay.status, replay.body, replay.header.Get("Idempotent-Replayed"))
+	}
+	if s, _ := a.tokenState(tok.ID); s != token.Failed || a.balance("acme", "acc_1") != 50 {
+		t.Errorf("state %s, balance %d; want failed, 50", s, a.balance("acme", "acc_1"))
 	}
 }
 
