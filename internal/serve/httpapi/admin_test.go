@@ -270,16 +270,18 @@ func TestAdminListFilters(t *testing.T) {
 		{"subject=carol", nil},
 	}
 	for _, tt := range tests {
-		res := a.get(a.operator(), "/v1/admin/tokens?"+tt.query)
-		var page tokenPage
-		mustUnmarshal(t, res.body, &page)
-		var got []string
-		for _, it := range page.Items {
-			got = append(got, it.ID)
-		}
-		if res.status != http.StatusOK || !slices.Equal(got, tt.want) || page.NextCursor != nil {
-			t.Errorf("?%s = %d %v (next %v), want %v", tt.query, res.status, got, page.NextCursor, tt.want)
-		}
+		t.Run(tt.query, func(t *testing.T) {
+			res := a.get(a.operator(), "/v1/admin/tokens?"+tt.query)
+			var page tokenPage
+			mustUnmarshal(t, res.body, &page)
+			var got []string
+			for _, it := range page.Items {
+				got = append(got, it.ID)
+			}
+			if res.status != http.StatusOK || !slices.Equal(got, tt.want) || page.NextCursor != nil {
+				t.Errorf("?%s = %d %v (next %v), want %v", tt.query, res.status, got, page.NextCursor, tt.want)
+			}
+		})
 	}
 }
 
@@ -578,11 +580,13 @@ func TestAdminTenantIsolation(t *testing.T) {
 		{"reconcile", http.MethodPost, "/v1/admin/tokens/%s/reconcile", `{"outcome":"succeeded"}`, unknown.ID},
 	}
 	for _, tt := range tests {
-		theirs := a.do(request{method: tt.method, path: fmt.Sprintf(tt.path, tt.id), key: globexOp, body: tt.body})
-		none := a.do(request{method: tt.method, path: fmt.Sprintf(tt.path, missing), key: globexOp, body: tt.body})
-		if theirs.status != http.StatusNotFound || !bytes.Equal(theirs.body, none.body) || theirs.header.Get("Content-Type") != none.header.Get("Content-Type") {
-			t.Errorf("%s: another tenant's token: %d %s\nmissing token: %d %s\nwant the same 404", tt.name, theirs.status, theirs.body, none.status, none.body)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			theirs := a.do(request{method: tt.method, path: fmt.Sprintf(tt.path, tt.id), key: globexOp, body: tt.body})
+			none := a.do(request{method: tt.method, path: fmt.Sprintf(tt.path, missing), key: globexOp, body: tt.body})
+			if theirs.status != http.StatusNotFound || !bytes.Equal(theirs.body, none.body) || theirs.header.Get("Content-Type") != none.header.Get("Content-Type") {
+				t.Errorf("%s: another tenant's token: %d %s\nmissing token: %d %s\nwant the same 404", tt.name, theirs.status, theirs.body, none.status, none.body)
+			}
+		})
 	}
 
 	if res := a.get(globexOp, "/v1/admin/tokens"); res.status != http.StatusOK || string(res.body) != `{"items":[],"next_cursor":null}` {
@@ -628,8 +632,10 @@ func TestAdminNeedsOperator(t *testing.T) {
 		{http.MethodGet, "/v1/admin/stats", ""},
 	}
 	for _, tt := range tests {
-		wantProblem(t, a.do(request{method: tt.method, path: tt.path, key: key, body: tt.body}), http.StatusForbidden, "forbidden")
-		wantProblem(t, a.do(request{method: tt.method, path: tt.path, body: tt.body}), http.StatusUnauthorized, "unauthorized")
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			wantProblem(t, a.do(request{method: tt.method, path: tt.path, key: key, body: tt.body}), http.StatusForbidden, "forbidden")
+			wantProblem(t, a.do(request{method: tt.method, path: tt.path, body: tt.body}), http.StatusUnauthorized, "unauthorized")
+		})
 	}
 	if s, _ := a.tokenState(tok.ID); s != token.Issued {
 		t.Errorf("token is %s, want issued", s)

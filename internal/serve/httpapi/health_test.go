@@ -40,12 +40,14 @@ func TestReadyz(t *testing.T) {
 	}
 	pool := pgtest.NewPool(t)
 	for _, tt := range tests {
-		// A long transaction of another test on the server would add a stall.
-		a := newAPIOn(t, pool, func(c *httpapi.Config) { c.Checks, c.FeedStallAfter = tt.checks, 24*time.Hour })
-		res := a.get("", "/readyz")
-		if res.status != tt.status || string(res.body) != tt.body {
-			t.Errorf("%s: readyz = %d %s, want %d %s", tt.name, res.status, res.body, tt.status, tt.body)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			// A long transaction of another test on the server would add a stall.
+			a := newAPIOn(t, pool, func(c *httpapi.Config) { c.Checks, c.FeedStallAfter = tt.checks, 24*time.Hour })
+			res := a.get("", "/readyz")
+			if res.status != tt.status || string(res.body) != tt.body {
+				t.Errorf("%s: readyz = %d %s, want %d %s", tt.name, res.status, res.body, tt.status, tt.body)
+			}
+		})
 	}
 }
 

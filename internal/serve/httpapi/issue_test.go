@@ -274,10 +274,12 @@ func TestIssueNeedsTTL(t *testing.T) {
 		{"zero", `{"operation":"ledger.credit","subject":"u","ttl_seconds":0}`},
 	}
 	for _, tt := range tests {
-		res := a.do(request{method: http.MethodPost, path: "/v1/tokens", key: key, body: tt.body, header: http.Header{"Idempotency-Key": {"ttl-" + tt.name}}})
-		if p := wantProblem(t, res, http.StatusBadRequest, "invalid_request"); !strings.Contains(p.Detail, "ttl_seconds") {
-			t.Errorf("%s: detail %q should name ttl_seconds", tt.name, p.Detail)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			res := a.do(request{method: http.MethodPost, path: "/v1/tokens", key: key, body: tt.body, header: http.Header{"Idempotency-Key": {"ttl-" + tt.name}}})
+			if p := wantProblem(t, res, http.StatusBadRequest, "invalid_request"); !strings.Contains(p.Detail, "ttl_seconds") {
+				t.Errorf("%s: detail %q should name ttl_seconds", tt.name, p.Detail)
+			}
+		})
 	}
 	if n := a.count("tokens"); n != 0 {
 		t.Errorf("%d tokens issued, want none", n)
