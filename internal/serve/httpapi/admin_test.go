@@ -99,19 +99,6 @@ func (a *api) unknown(key, intentID string) (issued, int64) {
 	return tok, gen
 }
 
-// credit issues a ledger.credit token with key and, if spend, spends it.
-func (a *api) credit(key, intentID, subject string, spend bool) issued {
-	a.t.Helper()
-	tok := a.issue(key, intentID, fmt.Sprintf(`{"operation":"ledger.credit","subject":%q,"ttl_seconds":300,"payload":{"account":"acc_1","amount":1}}`, subject))
-	if spend {
-		res := a.post(key, "/v1/tokens/consume", fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":%q,"payload":{"account":"acc_1","amount":1}}`, tok.Token, subject))
-		if res.status != http.StatusOK {
-			a.t.Fatalf("consume: %d %s", res.status, res.body)
-		}
-	}
-	return tok
-}
-
 func (a *api) exec(sql string, args ...any) int64 {
 	a.t.Helper()
 	tag, err := a.pool.Exec(a.t.Context(), sql, args...)
@@ -146,7 +133,7 @@ func TestAdminInspect(t *testing.T) {
 	a := newAPI(t)
 	key, op := a.client(), a.operator()
 	tok := a.issue(key, "order-1", `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":300,"payload":{"account":"acc_1","amount":5}}`)
-	spent := a.post(key, "/v1/tokens/consume", fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"user-1","payload":{"account":"acc_1","amount":5}}`, tok.Token))
+	spent := a.post(key, "/v1/tokens/consume", spendBody(tok, "ledger.credit", "user-1", `{"account":"acc_1","amount":5}`))
 	if spent.status != http.StatusOK {
 		t.Fatalf("consume: %d %s", spent.status, spent.body)
 	}
@@ -328,7 +315,7 @@ func TestAdminRevoke(t *testing.T) {
 	if last.Actor != a.keyIDs["acme/operator"] || last.Kind != "revoke" || !bytes.Contains(last.Detail, []byte(`"fraud report #12"`)) {
 		t.Errorf("revoke event = %+v, want the operator's key id and the reason", last)
 	}
-	spend := fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"user-1","payload":{"account":"acc_1","amount":1}}`, tok.Token)
+	spend := spendBody(tok, "ledger.credit", "user-1", `{"account":"acc_1","amount":1}`)
 	wantProblem(t, a.post(key, "/v1/tokens/consume", spend), http.StatusGone, "token_revoked")
 
 	// Only issued tokens can be revoked; the problem names the state.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -245,3 +246,38 @@ func (s *syncBuffer) String() string {
 
 // jsonLoose decodes b into v ignoring fields v does not name.
 func jsonLoose(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// issueRaw is an issue request whose answer the test looks at itself.
+func (a *api) issueRaw(intentID, body string) response {
+	a.t.Helper()
+	return a.do(request{method: http.MethodPost, path: "/v1/tokens", key: a.client(), body: body, header: http.Header{"Idempotency-Key": {intentID}}})
+}
+
+// spendBody is the body of POST /v1/tokens/consume spending tok for
+// operation and subject with payload (a JSON object).
+func spendBody(tok issued, operation, subject, payload string) string {
+	return fmt.Sprintf(`{"token":%q,"operation":%q,"subject":%q,"payload":%s}`, tok.Token, operation, subject, payload)
+}
+
+// credit issues a ledger.credit token with key and, if spend, spends it.
+func (a *api) credit(key, intentID, subject string, spend bool) issued {
+	a.t.Helper()
+	tok := a.issue(key, intentID, fmt.Sprintf(`{"operation":"ledger.credit","subject":%q,"ttl_seconds":300,"payload":{"account":"acc_1","amount":1}}`, subject))
+	if spend {
+		res := a.post(key, "/v1/tokens/consume", spendBody(tok, "ledger.credit", subject, `{"account":"acc_1","amount":1}`))
+		if res.status != http.StatusOK {
+			a.t.Fatalf("consume: %d %s", res.status, res.body)
+		}
+	}
+	return tok
+}
+
+// creditBody issues a ledger.credit of amount to account, its subject too.
+func creditBody(account string, amount int) string {
+	return fmt.Sprintf(`{"operation":"ledger.credit","subject":%q,"ttl_seconds":600,"payload":{"account":%q,"amount":%d}}`, account, account, amount)
+}
+
+// consumeBody spends tok as creditBody issued it.
+func consumeBody(tok issued, account string, amount int) string {
+	return spendBody(tok, "ledger.credit", account, fmt.Sprintf(`{"account":%q,"amount":%d}`, account, amount))
+}

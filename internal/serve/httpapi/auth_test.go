@@ -93,7 +93,7 @@ func TestTenantIsolation(t *testing.T) {
 		t.Fatalf("PUT = %d %s", res.status, res.body)
 	}
 	credit := a.issue(acme, "i-1", `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":300}`)
-	if res := a.post(acme, "/v1/tokens/consume", fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"user-1","payload":{"account":"acc_1","amount":7}}`, credit.Token)); res.status != http.StatusOK {
+	if res := a.post(acme, "/v1/tokens/consume", spendBody(credit, "ledger.credit", "user-1", `{"account":"acc_1","amount":7}`)); res.status != http.StatusOK {
 		t.Fatalf("consume = %d %s", res.status, res.body)
 	}
 	issuedTok := a.issue(acme, "i-2", `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":300}`)

@@ -121,14 +121,6 @@ func withCache(t *testing.T, url string, obs *observer, tune func(*cache.Config)
 	return func(hc *httpapi.Config) { hc.Cache = c }
 }
 
-func creditBody(account string, amount int) string {
-	return fmt.Sprintf(`{"operation":"ledger.credit","subject":%q,"ttl_seconds":600,"payload":{"account":%q,"amount":%d}}`, account, account, amount)
-}
-
-func consumeBody(tok issued, account string, amount int) string {
-	return fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":%q,"payload":{"account":%q,"amount":%d}}`, tok.Token, account, account, amount)
-}
-
 func TestCacheServesReadsAndFollowsEveryChange(t *testing.T) {
 	t.Parallel()
 	obs := &observer{}

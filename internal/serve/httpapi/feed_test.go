@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -75,7 +74,7 @@ func TestEventFeed(t *testing.T) {
 	a := newAPI(t)
 	key := a.client()
 	tok := a.issue(key, "order-1", `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":300,"payload":{"account":"acc_1","amount":5}}`)
-	spend := fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"user-1","payload":{"account":"acc_1","amount":5}}`, tok.Token)
+	spend := spendBody(tok, "ledger.credit", "user-1", `{"account":"acc_1","amount":5}`)
 	if res := a.post(key, "/v1/tokens/consume", spend); res.status != http.StatusOK {
 		t.Fatalf("spend = %d %s", res.status, res.body)
 	}
@@ -158,7 +157,7 @@ func TestEventFeedOutcomeOptIn(t *testing.T) {
 	key, op := a.client(), a.operator()
 	spend := func(intentID string) issued {
 		tok := a.issue(key, intentID, `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":300,"payload":{"account":"acc_1","amount":5}}`)
-		res := a.post(key, "/v1/tokens/consume", fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"user-1","payload":{"account":"acc_1","amount":5}}`, tok.Token))
+		res := a.post(key, "/v1/tokens/consume", spendBody(tok, "ledger.credit", "user-1", `{"account":"acc_1","amount":5}`))
 		if res.status != http.StatusOK {
 			t.Fatalf("spend = %d %s", res.status, res.body)
 		}

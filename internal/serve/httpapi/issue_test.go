@@ -46,7 +46,7 @@ func TestIssueConsumeReplay(t *testing.T) {
 		t.Errorf("%d tokens after a re-issue, want 1", n)
 	}
 
-	spend := fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"user-1","payload":{"account":"acc_1","amount":100}}`, tok.Token)
+	spend := spendBody(tok, "ledger.credit", "user-1", `{"account":"acc_1","amount":100}`)
 	first := a.post(key, "/v1/tokens/consume", spend)
 	want := fmt.Sprintf(`{"token_id":"%s","state":"consumed","result":{"account":"acc_1","balance":100}}`, tok.ID)
 	if first.status != http.StatusOK || string(first.body) != want || first.header.Get("Idempotent-Replayed") != "" {
@@ -124,7 +124,7 @@ func TestIssueKeyReused(t *testing.T) {
 		t.Errorf("%d tokens, want 1", n)
 	}
 	// The token is still bound to the first payload.
-	spend := fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"user-1","payload":{"account":"acc_1","amount":1000}}`, tok.Token)
+	spend := spendBody(tok, "ledger.credit", "user-1", `{"account":"acc_1","amount":1000}`)
 	wantProblem(t, a.post(key, "/v1/tokens/consume", spend), http.StatusUnprocessableEntity, "payload_mismatch")
 	// A spend without the payload is told the token is bound to one.
 	for _, none := range []string{
@@ -171,7 +171,7 @@ func TestIssueReplaySaysTheStateNow(t *testing.T) {
 		t.Errorf("first issue: Token-State %q, want issued", got)
 	}
 	spent := a.issue(key, "order-spent", body)
-	if res := a.post(key, "/v1/tokens/consume", fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"user-1","payload":{"account":"acc_1","amount":1}}`, spent.Token)); res.status != http.StatusOK {
+	if res := a.post(key, "/v1/tokens/consume", spendBody(spent, "ledger.credit", "user-1", `{"account":"acc_1","amount":1}`)); res.status != http.StatusOK {
 		t.Fatalf("spend: %d %s", res.status, res.body)
 	}
 	// Wait out the one-second TTL: the replay must show the expires_at the
@@ -253,7 +253,7 @@ func TestIssueValidatesPayloadWithHandler(t *testing.T) {
 	}
 	// A spend is refused in the same words.
 	tok := a.issue(a.client(), "unbound", `{"operation":"ledger.credit","subject":"u","ttl_seconds":60}`)
-	p := wantProblem(t, a.post(a.client(), "/v1/tokens/consume", fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"u","payload":{"account":"a","amount":"5"}}`, tok.Token)),
+	p := wantProblem(t, a.post(a.client(), "/v1/tokens/consume", spendBody(tok, "ledger.credit", "u", `{"account":"a","amount":"5"}`)),
 		http.StatusBadRequest, "invalid_request")
 	if !strings.Contains(p.Detail, "payload.amount must be an integer") || strings.Contains(p.Detail, "unmarshal") {
 		t.Errorf("spend detail = %q, want payload.amount and its rule", p.Detail)

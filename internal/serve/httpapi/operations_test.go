@@ -18,12 +18,6 @@ func (a *api) deleteOperation(name string) response {
 	return a.do(request{method: http.MethodDelete, path: "/v1/admin/operations/" + name, key: a.operator()})
 }
 
-// issueRaw is an issue request whose answer the test looks at itself.
-func (a *api) issueRaw(intentID, body string) response {
-	a.t.Helper()
-	return a.do(request{method: http.MethodPost, path: "/v1/tokens", key: a.client(), body: body, header: http.Header{"Idempotency-Key": {intentID}}})
-}
-
 // A declaration no spend could run is refused when it is made, and changes
 // nothing; an omitted mode is the one the server can run.
 func TestDeclareRefusesWhatCannotRun(t *testing.T) {
@@ -66,7 +60,7 @@ func TestDeclareRefusesWhatCannotRun(t *testing.T) {
 	}
 	// The refused redeclaration left ledger.credit crediting.
 	tok := a.issue(a.client(), "credit-1", `{"operation":"ledger.credit","subject":"u","ttl_seconds":60,"payload":{"account":"acc","amount":4}}`)
-	res := a.post(a.client(), "/v1/tokens/consume", fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"u","payload":{"account":"acc","amount":4}}`, tok.Token))
+	res := a.post(a.client(), "/v1/tokens/consume", spendBody(tok, "ledger.credit", "u", `{"account":"acc","amount":4}`))
 	if res.status != http.StatusOK || a.balance("acme", "acc") != 4 {
 		t.Fatalf("credit after the refused redeclaration = %d %s, balance %d; want 200 and 4", res.status, res.body, a.balance("acme", "acc"))
 	}
@@ -90,7 +84,7 @@ func TestDeleteOperation(t *testing.T) {
 	}
 	issueBody := `{"operation":"pay.card","subject":"u","ttl_seconds":300,"payload":{"order":1}}`
 	tok := a.issue(key, "order-1", issueBody)
-	spend := fmt.Sprintf(`{"token":%q,"operation":"pay.card","subject":"u","payload":{"order":1}}`, tok.Token)
+	spend := spendBody(tok, "pay.card", "u", `{"order":1}`)
 	declared := func() bool {
 		var n int
 		if err := a.pool.QueryRow(t.Context(), `SELECT count(*) FROM operations WHERE tenant_id = 'acme' AND name = 'pay.card'`).Scan(&n); err != nil {
@@ -168,7 +162,7 @@ func TestTokenKeepsPolicyItWasIssuedUnder(t *testing.T) {
 		}
 		// A spend with the exact issued payload passes, with the lease length
 		// of the time.
-		spend := fmt.Sprintf(`{"token":%q,"operation":"pay.card","subject":"u","payload":{"order":7,"trace_id":"a"}}`, tok.Token)
+		spend := spendBody(tok, "pay.card", "u", `{"order":7,"trace_id":"a"}`)
 		if res := a.post(key, "/v1/tokens/consume", spend); res.status != http.StatusAccepted {
 			t.Fatalf("spend = %d %s, want 202", res.status, res.body)
 		}
@@ -197,7 +191,7 @@ func TestTokenKeepsPolicyItWasIssuedUnder(t *testing.T) {
 
 		// A token issued now follows the new policy: trace_id is ignored.
 		next := a.issue(key, "lease-2", `{"operation":"pay.card","subject":"u","ttl_seconds":60,"payload":{"order":8,"trace_id":"a"}}`)
-		if res := a.post(key, "/v1/tokens/consume", fmt.Sprintf(`{"token":%q,"operation":"pay.card","subject":"u","payload":{"order":8,"trace_id":"b"}}`, next.Token)); res.status != http.StatusAccepted {
+		if res := a.post(key, "/v1/tokens/consume", spendBody(next, "pay.card", "u", `{"order":8,"trace_id":"b"}`)); res.status != http.StatusAccepted {
 			t.Errorf("spend of a token issued after the redeclaration = %d %s, want 202", res.status, res.body)
 		}
 	})

@@ -407,7 +407,7 @@ func TestRejectsBadRequests(t *testing.T) {
 	// and an account with a balance to keep.
 	victim := a.issue(key, "victim", `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":300}`)
 	funding := a.issue(key, "funding", `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":300}`)
-	if res := a.post(key, "/v1/tokens/consume", fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"user-1","payload":{"account":"acc_1","amount":50}}`, funding.Token)); res.status != http.StatusOK {
+	if res := a.post(key, "/v1/tokens/consume", spendBody(funding, "ledger.credit", "user-1", `{"account":"acc_1","amount":50}`)); res.status != http.StatusOK {
 		t.Fatalf("funding = %d %s", res.status, res.body)
 	}
 	if res := a.do(request{method: http.MethodPut, path: "/v1/admin/operations/pay.card", key: op, body: `{"mode":"lease"}`}); res.status != http.StatusOK {
@@ -559,7 +559,7 @@ func TestEveryRouteRefusesUnstorableText(t *testing.T) {
 	// still walked through its path, query and headers.
 	bodies := map[string]string{
 		"POST /v1/tokens":                     `{"operation":"ledger.credit","subject":"user-2","ttl_seconds":60,"payload":{"account":"acc_1","amount":1,"trace_id":"t"}}`,
-		"POST /v1/tokens/consume":             fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"user-1","payload":{"account":"acc_1","amount":1,"trace_id":"t"}}`, tok.Token),
+		"POST /v1/tokens/consume":             spendBody(tok, "ledger.credit", "user-1", `{"account":"acc_1","amount":1,"trace_id":"t"}`),
 		"POST /v1/tokens/:id/complete":        fmt.Sprintf(`{"generation":%d,"status":200,"result":{"note":"done"}}`, gen),
 		"POST /v1/tokens/:id/fail":            fmt.Sprintf(`{"generation":%d,"status":402,"error":{"note":"declined"}}`, gen),
 		"POST /v1/tokens/:id/unknown":         fmt.Sprintf(`{"generation":%d}`, gen),

@@ -41,7 +41,7 @@ func TestDebitInsufficientFundsIsStored(t *testing.T) {
 	a := newAPI(t)
 	key := a.client()
 	tok := a.issue(key, "pay-1", `{"operation":"ledger.debit","subject":"user-1","ttl_seconds":300,"payload":{"account":"acc_1","amount":10}}`)
-	spend := fmt.Sprintf(`{"token":%q,"operation":"ledger.debit","subject":"user-1","payload":{"account":"acc_1","amount":10}}`, tok.Token)
+	spend := spendBody(tok, "ledger.debit", "user-1", `{"account":"acc_1","amount":10}`)
 
 	first := a.post(key, "/v1/tokens/consume", spend)
 	want := fmt.Sprintf(`{"token_id":"%s","state":"failed","result":{"code":"insufficient_funds","message":"the balance is lower than the amount","account":"acc_1","balance":0}}`, tok.ID)
@@ -50,7 +50,7 @@ func TestDebitInsufficientFundsIsStored(t *testing.T) {
 	}
 	// Crediting the account now does not make the stored failure a success.
 	credit := a.issue(key, "fund-1", `{"operation":"ledger.credit","subject":"user-1","ttl_seconds":300}`)
-	if res := a.post(key, "/v1/tokens/consume", fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"user-1","payload":{"account":"acc_1","amount":50}}`, credit.Token)); res.status != http.StatusOK {
+	if res := a.post(key, "/v1/tokens/consume", spendBody(credit, "ledger.credit", "user-1", `{"account":"acc_1","amount":50}`)); res.status != http.StatusOK {
 		t.Fatalf("credit = %d %s", res.status, res.body)
 	}
 	replay := a.post(key, "/v1/tokens/consume", spend)

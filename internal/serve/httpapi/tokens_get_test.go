@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -82,7 +81,7 @@ func TestExpiryIsAStateInEveryRead(t *testing.T) {
 				if !strings.Contains(p.Detail, "expired") {
 					t.Errorf("%s: revoke detail %q should name the state, expired", when, p.Detail)
 				}
-				spend := fmt.Sprintf(`{"token":%q,"operation":"ledger.credit","subject":"alice","payload":{"account":"acc_1","amount":1}}`, late.Token)
+				spend := spendBody(late, "ledger.credit", "alice", `{"account":"acc_1","amount":1}`)
 				wantProblem(t, a.post(key, "/v1/tokens/consume", spend), http.StatusGone, "token_expired")
 				if res := a.get(op, "/v1/admin/stats"); res.status != http.StatusOK || !strings.Contains(string(res.body), `"pending":0,"unknown":0`) {
 					t.Errorf("%s: stats = %d %s, want nothing pending or unknown", when, res.status, res.body)
