@@ -12,8 +12,8 @@ import (
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/inspect"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/pgtest"
-	"github.com/tokend/tokend/internal/tokentest"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
+	"github.com/tokend/tokend/internal/testkit/tokentest"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
 )

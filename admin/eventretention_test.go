@@ -6,7 +6,7 @@ import (
 	"time"
 
 	feed "github.com/tokend/tokend/event"
-	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/token"
 )
 

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/tokend/tokend/db"
-	"github.com/tokend/tokend/internal/store"
+	"github.com/tokend/tokend/internal/infra/store"
 )
 
 // Stats counts the tokens someone owes an outcome for: pending ones, whose

@@ -17,12 +17,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/client"
-	"github.com/tokend/tokend/internal/apikey"
-	"github.com/tokend/tokend/internal/contract"
-	"github.com/tokend/tokend/internal/httpapi"
-	"github.com/tokend/tokend/internal/ledgerapi"
-	"github.com/tokend/tokend/internal/pgtest"
-	"github.com/tokend/tokend/internal/tokentest"
+	"github.com/tokend/tokend/internal/infra/apikey"
+	"github.com/tokend/tokend/internal/serve/httpapi"
+	"github.com/tokend/tokend/internal/serve/ledgerapi"
+	"github.com/tokend/tokend/internal/testkit/contract"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
+	"github.com/tokend/tokend/internal/testkit/tokentest"
 )
 
 // tokend is a real tokend on a fresh database, every exchange checked

@@ -12,9 +12,9 @@ import (
 
 	"github.com/tokend/tokend/client"
 	"github.com/tokend/tokend/example/ledger"
-	"github.com/tokend/tokend/internal/apikey"
-	"github.com/tokend/tokend/internal/httpapi"
-	"github.com/tokend/tokend/internal/ledgerapi"
+	"github.com/tokend/tokend/internal/infra/apikey"
+	"github.com/tokend/tokend/internal/serve/httpapi"
+	"github.com/tokend/tokend/internal/serve/ledgerapi"
 	"github.com/tokend/tokend/tokendtest"
 )
 

@@ -6,7 +6,7 @@ import (
 )
 
 // These are the wire types of tokend's REST API, declared once: tokend
-// answers with these very types (internal/httpapi, internal/dispatch), and
+// answers with these very types (internal/serve/httpapi, internal/infra/dispatch), and
 // its OpenAPI document (GET /openapi.json) describes the same JSON. The
 // server writes every time in UTC with six fractional digits.
 

@@ -17,8 +17,8 @@ import (
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/httpapi"
-	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/serve/httpapi"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/token"
 )
 

@@ -17,7 +17,7 @@ import (
 
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
 )

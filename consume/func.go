@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tokend/tokend"
-	"github.com/tokend/tokend/internal/jsonread"
+	"github.com/tokend/tokend/internal/infra/jsonread"
 	"github.com/tokend/tokend/operation"
 )
 

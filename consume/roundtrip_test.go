@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/consume"
-	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
 )

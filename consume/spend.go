@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend"
-	"github.com/tokend/tokend/internal/store"
+	"github.com/tokend/tokend/internal/infra/store"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
 )

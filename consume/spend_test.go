@@ -17,7 +17,7 @@ import (
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/tokentest"
+	"github.com/tokend/tokend/internal/testkit/tokentest"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
 )

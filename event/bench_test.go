@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/tokend/tokend/event"
-	"github.com/tokend/tokend/internal/pgtest"
-	"github.com/tokend/tokend/internal/tokentest"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
+	"github.com/tokend/tokend/internal/testkit/tokentest"
 )
 
 // benchSizes are the feed sizes the benchmarks run at: 10^4 and 10^5 by

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/tokend/tokend/event"
-	"github.com/tokend/tokend/internal/pgtest"
-	"github.com/tokend/tokend/internal/tokentest"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
+	"github.com/tokend/tokend/internal/testkit/tokentest"
 )
 
 // TestFeedStatementsWalkOnlyWhatTheyNeed: on a one-tenant trail of 20,000

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/tokend/tokend/consume"
-	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/migrations"
 )
 

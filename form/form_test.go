@@ -25,7 +25,7 @@ import (
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/form"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/tokentest"
+	"github.com/tokend/tokend/internal/testkit/tokentest"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
 )

@@ -1,6 +1,6 @@
 package inspect
 
-import "github.com/tokend/tokend/internal/store"
+import "github.com/tokend/tokend/internal/infra/store"
 
 // ListStatement is the statement List runs for f, for plan tests.
 func ListStatement(f Filter) string { return store.ListSQL[f.State] }

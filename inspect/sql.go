@@ -1,6 +1,6 @@
 package inspect
 
-import "github.com/tokend/tokend/internal/store"
+import "github.com/tokend/tokend/internal/infra/store"
 
 // StateExpr is a token's state as of the database's now(): an issued token
 // whose expiry has passed is expired, whether or not the sweeper has

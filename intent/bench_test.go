@@ -8,8 +8,8 @@ import (
 
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/pgtest"
-	"github.com/tokend/tokend/internal/tokentest"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
+	"github.com/tokend/tokend/internal/testkit/tokentest"
 )
 
 // benchRequest is a ledger.credit issue request for intent n, with a payload

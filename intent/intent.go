@@ -16,7 +16,7 @@ import (
 
 	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/db"
-	"github.com/tokend/tokend/internal/store"
+	"github.com/tokend/tokend/internal/infra/store"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
 )

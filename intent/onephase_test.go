@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/operation"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/token"
 )
 

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/operation"
 )
 

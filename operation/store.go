@@ -10,7 +10,7 @@ import (
 
 	"github.com/tokend/tokend"
 	"github.com/tokend/tokend/db"
-	"github.com/tokend/tokend/internal/store"
+	"github.com/tokend/tokend/internal/infra/store"
 )
 
 // Get returns the policy of operation name for tenant: the tenant's own

@@ -634,7 +634,7 @@ _citus_src() {
 # start_citus_cluster: install Citus into the local PostgreSQL 15 from
 # shared/citus when it lacks it (root only), start a throwaway coordinator
 # with two workers, stopped by tokend_cleanup, and export
-# TOKEND_TEST_CITUS_DIR (internal/pgtest makes each test's database on all
+# TOKEND_TEST_CITUS_DIR (internal/testkit/pgtest makes each test's database on all
 # three). Returns non-zero, having said why in one line, when it cannot.
 start_citus_cluster() {
 	local src dir pkglib

@@ -10,13 +10,13 @@ import (
 	"github.com/gowebpki/jcs"
 
 	"github.com/tokend/tokend"
-	"github.com/tokend/tokend/internal/jsonread"
+	"github.com/tokend/tokend/internal/infra/jsonread"
 )
 
 // ErrInvalidPayload means a payload is not one JSON value that every reader
 // reads the same way: it is malformed, has a duplicate member name at any
 // depth, invalid UTF-8 or a lone surrogate, or a number an IEEE-754 double
-// does not hold exactly (see internal/jsonread.CheckPayload).
+// does not hold exactly (see internal/infra/jsonread.CheckPayload).
 var ErrInvalidPayload = errors.New("token: invalid payload")
 
 // Digest returns the SHA-256 of the RFC 8785 canonical form of payload after

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tokend/tokend/internal/clock"
+	"github.com/tokend/tokend/internal/infra/clock"
 )
 
 // IDPrefix starts every token id.
@@ -21,7 +21,7 @@ var idEncoding = base32.HexEncoding.WithPadding(base32.NoPadding)
 
 // NewID returns a new public token id: a millisecond timestamp and 80 random
 // bits, so ids are unguessable yet index and paginate in creation order.
-// The timestamp is the process clock's (internal/clock): it orders ids and
+// The timestamp is the process clock's (internal/infra/clock): it orders ids and
 // decides nothing; expiry and leases are judged by the database clock.
 func NewID() string { return newSortable(IDPrefix) }
 

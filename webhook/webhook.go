@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"github.com/tokend/tokend/internal/store"
+	"github.com/tokend/tokend/internal/infra/store"
 )
 
 // The Standard Webhooks headers.

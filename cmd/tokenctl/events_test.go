@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
 )
 
 func TestEventsTail(t *testing.T) {

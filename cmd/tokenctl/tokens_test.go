@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/tokend/tokend/client"
-	"github.com/tokend/tokend/internal/proctest"
+	"github.com/tokend/tokend/internal/testkit/proctest"
 	"github.com/tokend/tokend/token"
 )
 

@@ -18,9 +18,9 @@ import (
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/apikey"
-	"github.com/tokend/tokend/internal/httpapi"
-	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/infra/apikey"
+	"github.com/tokend/tokend/internal/serve/httpapi"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/token"
 )
 

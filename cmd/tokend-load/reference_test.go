@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/migrations"
 )
 

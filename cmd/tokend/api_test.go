@@ -11,9 +11,9 @@ import (
 
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/example/ledger"
-	"github.com/tokend/tokend/internal/dispatch"
-	"github.com/tokend/tokend/internal/pgtest"
-	"github.com/tokend/tokend/internal/tokentest"
+	"github.com/tokend/tokend/internal/infra/dispatch"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
+	"github.com/tokend/tokend/internal/testkit/tokentest"
 )
 
 // The demo app, where anyone may sign in and have tokens issued, is served

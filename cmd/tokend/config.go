@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/admin"
-	"github.com/tokend/tokend/internal/apikey"
-	"github.com/tokend/tokend/internal/dispatch"
+	"github.com/tokend/tokend/internal/infra/apikey"
+	"github.com/tokend/tokend/internal/infra/dispatch"
 	"github.com/tokend/tokend/token"
 )
 

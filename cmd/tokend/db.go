@@ -15,7 +15,7 @@ import (
 
 	"github.com/tokend/tokend/db"
 	"github.com/tokend/tokend/example/ledger"
-	"github.com/tokend/tokend/internal/store"
+	"github.com/tokend/tokend/internal/infra/store"
 	"github.com/tokend/tokend/migrations"
 )
 

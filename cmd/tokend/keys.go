@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/tokend/tokend/internal/apikey"
-	"github.com/tokend/tokend/internal/cache"
+	"github.com/tokend/tokend/internal/infra/apikey"
+	"github.com/tokend/tokend/internal/infra/cache"
 )
 
 func createKey(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

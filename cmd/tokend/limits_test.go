@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tokend/tokend/internal/pgtest"
-	"github.com/tokend/tokend/internal/proctest"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
+	"github.com/tokend/tokend/internal/testkit/proctest"
 )
 
 // The server refuses oversized headers, and a path too long, before any

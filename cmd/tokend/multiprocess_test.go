@@ -12,8 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tokend/tokend/internal/pgtest"
-	"github.com/tokend/tokend/internal/proctest"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
+	"github.com/tokend/tokend/internal/testkit/proctest"
 )
 
 // Two tokend processes on one database, 100 concurrent spends of one token

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
 )
 
 // TestSecretsFromFiles: each secret variable may come from NAME_FILE or

@@ -19,10 +19,10 @@ import (
 
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/example/ledger"
-	"github.com/tokend/tokend/internal/cache"
-	"github.com/tokend/tokend/internal/dispatch"
-	"github.com/tokend/tokend/internal/httpapi"
-	"github.com/tokend/tokend/internal/logredact"
+	"github.com/tokend/tokend/internal/infra/cache"
+	"github.com/tokend/tokend/internal/infra/dispatch"
+	"github.com/tokend/tokend/internal/serve/httpapi"
+	"github.com/tokend/tokend/internal/serve/logredact"
 	"github.com/tokend/tokend/token"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tokend/tokend/internal/pgtest"
-	"github.com/tokend/tokend/internal/proctest"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
+	"github.com/tokend/tokend/internal/testkit/proctest"
 )
 
 // A running tokend sweeps on its own: a finished token whose retention has

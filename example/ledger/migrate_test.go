@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tokend/tokend/example/ledger"
-	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/migrations"
 	"github.com/tokend/tokend/tokendtest"
 )

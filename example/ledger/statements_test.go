@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/tokend/tokend/example/ledger"
-	"github.com/tokend/tokend/internal/pgtest"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
 )
 
 // TestEveryStatementRuns: each of the ledger's statements runs

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	tokend "github.com/tokend/tokend/client"
-	"github.com/tokend/tokend/internal/proctest"
+	"github.com/tokend/tokend/internal/testkit/proctest"
 	"github.com/tokend/tokend/migrations"
 )
 

@@ -10,15 +10,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tokend/tokend/internal/pgtest"
-	"github.com/tokend/tokend/internal/proctest"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
+	"github.com/tokend/tokend/internal/testkit/proctest"
 	"github.com/tokend/tokend/token"
 )
 
 // Two tokend processes on one database whose clocks are 30 s apart agree on
 // expiry and lease end, because the database clock decides them. A runs 15 s
 // ahead and B 15 s behind: a tokend_faketime build, whose process clock
-// (internal/clock) is shifted by TOKEND_FAKETIME_OFFSET.
+// (internal/infra/clock) is shifted by TOKEND_FAKETIME_OFFSET.
 //
 //   - The skew is real: the ids A and B mint carry their own clocks, 30 s
 //     apart when each is set against the database's now() at issue.

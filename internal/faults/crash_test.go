@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokend/tokend/internal/pgtest"
-	"github.com/tokend/tokend/internal/proctest"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
+	"github.com/tokend/tokend/internal/testkit/proctest"
 )
 
 // tokend is killed with SIGKILL while 16 clients spend 200 distinct tokens

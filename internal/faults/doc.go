@@ -1,6 +1,6 @@
 // Package faults is tokend's fault suite: the failure windows DESIGN.md says
 // every release is tested against, injected into real `tokend serve`
-// processes (internal/proctest) on a real Postgres.
+// processes (internal/testkit/proctest) on a real Postgres.
 //
 // Each test drives a load through the REST API, injects one fault and then
 // counts, with t.Logf, what DESIGN.md asks of every window: how many
@@ -20,11 +20,11 @@
 //   - TestLeaseHolderDies: a lease holder never finishes; its lease runs out
 //     under each expiry policy (takeover, unknown).
 //   - TestSkewedClocksAgree: two tokend processes whose clocks are 30 s
-//     apart (a tokend_faketime build, internal/clock) agree on expiry and
+//     apart (a tokend_faketime build, internal/infra/clock) agree on expiry and
 //     lease end, because the database clock decides them.
 //
 // The tests are plain `go test` tests and run with the rest of the module
-// (scripts/test). They need TOKEND_TEST_DATABASE_URL like internal/pgtest,
+// (scripts/test). They need TOKEND_TEST_DATABASE_URL like internal/testkit/pgtest,
 // and TestPostgresRestartMidLoad needs the PostgreSQL server binaries
 // (initdb, pg_ctl; /usr/lib/postgresql/*/bin or PATH), run as the `postgres`
 // OS user when the tests run as root. It never touches the shared server.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokend/tokend/internal/pgtest"
-	"github.com/tokend/tokend/internal/proctest"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
+	"github.com/tokend/tokend/internal/testkit/proctest"
 )
 
 // The connection of a spend is cut after tokend committed it and before the

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokend/tokend/internal/proctest"
+	"github.com/tokend/tokend/internal/testkit/proctest"
 	"github.com/tokend/tokend/migrations"
 )
 

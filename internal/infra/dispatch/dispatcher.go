@@ -1,0 +1,460 @@
+package dispatch
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tokend/tokend/event"
+	"github.com/tokend/tokend/internal/infra/store"
+	"github.com/tokend/tokend/token"
+	"github.com/tokend/tokend/webhook"
+)
+
+// Defaults of Config.
+const (
+	DefaultInterval     = 500 * time.Millisecond
+	DefaultTimeout      = 10 * time.Second
+	DefaultLease        = 30 * time.Second
+	DefaultMaxAge       = 24 * time.Hour
+	DefaultDisableAfter = 72 * time.Hour
+	DefaultBackoffBase  = time.Second
+	DefaultBackoffMax   = time.Hour
+	DefaultBatch        = 32
+	// DefaultEndpointConcurrency is the most deliveries one endpoint has in
+	// flight, on all instances together.
+	DefaultEndpointConcurrency = 4
+	// DefaultTenantConcurrency is the most deliveries one tenant's endpoints
+	// have in flight, on all instances together: a tenant's share.
+	DefaultTenantConcurrency = 16
+	// DefaultWorkers is the most deliveries one dispatcher sends at once.
+	DefaultWorkers       = 64
+	DefaultRetryAfterMax = time.Hour
+)
+
+// Config configures a Dispatcher.
+type Config struct {
+	Pool *pgxpool.Pool  // required
+	Keys *token.Keyring // required: endpoints' secrets are derived from it
+	// Interval is the pause between rounds that found nothing to do.
+	// Defaults to 500 ms.
+	Interval time.Duration
+	// Timeout bounds each attempt. Defaults to 10 s.
+	Timeout time.Duration
+	// Lease is how long a claimed delivery is this dispatcher's; it must
+	// outlast Timeout. Defaults to 30 s.
+	Lease time.Duration
+	// MaxAge is how long a delivery is tried before it fails for good.
+	// Defaults to 24 h.
+	MaxAge time.Duration
+	// DisableAfter disables an endpoint whose every attempt has failed for
+	// this long. Defaults to 72 h.
+	DisableAfter time.Duration
+	// BackoffBase and BackoffMax bound the wait after a failed attempt: the
+	// base doubled per attempt, up to the max, with full jitter. Default
+	// 1 s and 1 h.
+	BackoffBase, BackoffMax time.Duration
+	// Batch is the most deliveries claimed at once. Defaults to 32.
+	Batch int
+	// EndpointConcurrency is the most deliveries an endpoint has in flight,
+	// TenantConcurrency the most a tenant's endpoints have, on all
+	// instances together: a tenant's hanging endpoints hold at most
+	// TenantConcurrency attempts, each for at most Timeout, and the rest
+	// of the dispatcher goes to other tenants. Default 4 and 16.
+	EndpointConcurrency, TenantConcurrency int
+	// Workers is the most deliveries this dispatcher sends at once; it
+	// claims more as they finish, without waiting for a whole batch.
+	// Default 64.
+	Workers int
+	// RetryAfterMax bounds the wait a 429 or 503 answer asks for with
+	// Retry-After. Defaults to 1 h.
+	RetryAfterMax time.Duration
+	// AllowedHosts (TOKEND_WEBHOOK_ALLOWED_HOSTS) are host names, IP
+	// addresses and CIDRs. Empty, deliveries go to any address that is not
+	// Forbidden; not empty, only to the hosts named (whatever they resolve
+	// to) and the addresses listed, forbidden or not. Default: empty.
+	AllowedHosts []string
+	Logger       *slog.Logger // defaults to slog.Default()
+
+	// lookup and control replace the resolver and the dialer's check in
+	// tests, so that no test asks a DNS server or connects outside loopback.
+	lookup  lookupFunc
+	control func(context.Context, string, string, syscall.RawConn) error
+}
+
+// Validate reports whether c is usable.
+func (c Config) Validate() error {
+	switch {
+	case c.Pool == nil || c.Keys == nil:
+		return errors.New("dispatch: Config.Pool and Config.Keys are required")
+	case c.Interval < 0, c.Timeout < 0, c.Lease < 0, c.MaxAge < 0, c.DisableAfter < 0, c.BackoffBase < 0, c.BackoffMax < 0, c.Batch < 0,
+		c.EndpointConcurrency < 0, c.TenantConcurrency < 0, c.Workers < 0, c.RetryAfterMax < 0:
+		return errors.New("dispatch: Config durations and counts must not be negative")
+	case cmp.Or(c.Lease, DefaultLease) <= cmp.Or(c.Timeout, DefaultTimeout):
+		return fmt.Errorf("dispatch: Lease %v must outlast Timeout %v", cmp.Or(c.Lease, DefaultLease), cmp.Or(c.Timeout, DefaultTimeout))
+	}
+	return CheckAllowedHosts(c.AllowedHosts)
+}
+
+// Dispatcher delivers events to webhook endpoints.
+type Dispatcher struct {
+	cfg      Config
+	log      *slog.Logger
+	send     *sender
+	attempts *prometheus.CounterVec
+	lag      prometheus.Histogram
+}
+
+// New returns a Dispatcher configured by cfg.
+func New(cfg Config) (*Dispatcher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Interval = cmp.Or(cfg.Interval, DefaultInterval)
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
+	cfg.Lease = cmp.Or(cfg.Lease, DefaultLease)
+	cfg.MaxAge = cmp.Or(cfg.MaxAge, DefaultMaxAge)
+	cfg.DisableAfter = cmp.Or(cfg.DisableAfter, DefaultDisableAfter)
+	cfg.BackoffBase = cmp.Or(cfg.BackoffBase, DefaultBackoffBase)
+	cfg.BackoffMax = cmp.Or(cfg.BackoffMax, DefaultBackoffMax)
+	cfg.Batch = cmp.Or(cfg.Batch, DefaultBatch)
+	cfg.EndpointConcurrency = cmp.Or(cfg.EndpointConcurrency, DefaultEndpointConcurrency)
+	cfg.TenantConcurrency = cmp.Or(cfg.TenantConcurrency, DefaultTenantConcurrency)
+	cfg.Workers = cmp.Or(cfg.Workers, DefaultWorkers)
+	cfg.RetryAfterMax = cmp.Or(cfg.RetryAfterMax, DefaultRetryAfterMax)
+	p, err := newPolicy(cfg.AllowedHosts)
+	if err != nil {
+		return nil, err
+	}
+	d := &Dispatcher{
+		cfg:  cfg,
+		log:  cmp.Or(cfg.Logger, slog.Default()),
+		send: newSender(cfg.Timeout, p, cfg.lookup, cfg.control),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "tokend", Subsystem: "webhook", Name: "attempts_total",
+			Help: "Webhook delivery attempts, by result: delivered, refused (a non-2xx answer), throttled (429 or 503 with Retry-After), gone (410: the endpoint is disabled), error (no answer) or not_allowed (an address deliveries may not go to).",
+		}, []string{"result"}),
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "tokend", Subsystem: "webhook", Name: "delivery_lag_seconds",
+			Help:    "From an event's commit to its delivery's 2xx answer, for deliveries made at their first attempt and after retries.",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600, 21600, 86400},
+		}),
+	}
+	for _, r := range []string{"delivered", "refused", "throttled", "gone", "error", "not_allowed"} {
+		d.attempts.WithLabelValues(r)
+	}
+	return d, nil
+}
+
+// Run delivers until ctx ends, and returns ctx's error. It keeps up to
+// Config.Workers deliveries in flight, claiming more as they finish, so
+// that a slow endpoint holds its own attempts and nobody else's.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	done := make(chan struct{}, d.cfg.Workers)
+	inflight := 0
+	for {
+		n := 0
+		if free := d.cfg.Workers - inflight; free > 0 {
+			cs, err := d.step(ctx, min(free, d.cfg.Batch))
+			if err != nil && ctx.Err() == nil {
+				d.log.Error("webhooks: dispatch round", "err", err)
+			}
+			for _, c := range cs {
+				inflight++
+				wg.Go(func() {
+					d.deliver(ctx, c)
+					done <- struct{}{}
+				})
+			}
+			n = len(cs)
+		}
+		wait := d.cfg.Interval
+		if n > 0 && inflight < d.cfg.Workers {
+			wait = 0 // more may be due right now
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
+		case <-done:
+			inflight--
+		case <-timer.C:
+		}
+		timer.Stop()
+		for drained := false; !drained; {
+			select {
+			case <-done:
+				inflight--
+			default:
+				drained = true
+			}
+		}
+	}
+}
+
+// Round runs one round (position, fan out, claim and send) and answers how
+// many deliveries it attempted, once they are all recorded.
+func (d *Dispatcher) Round(ctx context.Context) (int, error) {
+	claimed, err := d.step(ctx, d.cfg.Batch)
+	if err != nil {
+		return 0, err
+	}
+	var wg sync.WaitGroup
+	for _, c := range claimed {
+		wg.Go(func() { d.deliver(ctx, c) })
+	}
+	wg.Wait()
+	return len(claimed), nil
+}
+
+// step positions and fans out, then claims up to n due deliveries.
+func (d *Dispatcher) step(ctx context.Context, n int) ([]claimed, error) {
+	if err := d.fanOut(ctx); err != nil {
+		return nil, err
+	}
+	return d.claim(ctx, n)
+}
+
+func (d *Dispatcher) fanOut(ctx context.Context) error {
+	tenants, err := store.WebhookTenants(ctx, d.cfg.Pool)
+	if err != nil {
+		return err
+	}
+	for _, t := range tenants {
+		if _, err := event.Position(ctx, d.cfg.Pool, t); err != nil {
+			return err
+		}
+	}
+	behind, err := store.Behind(ctx, d.cfg.Pool)
+	if err != nil {
+		return err
+	}
+	for _, ep := range behind {
+		for {
+			seen, _, err := store.FanOut(ctx, d.cfg.Pool, ep)
+			if err != nil {
+				return err
+			}
+			if seen < store.FanOutBatch {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// claimed is a delivery this dispatcher holds the lease of.
+type claimed struct {
+	tenant, endpoint, url string
+	pos                   int64
+	attempt               int
+	nonce                 []byte
+	keyID                 string
+	prevNonce             []byte  // the rotated-out secret, during its overlap
+	prevKeyID             *string // likewise
+	event                 webhook.Event
+}
+
+func (d *Dispatcher) claim(ctx context.Context, n int) ([]claimed, error) {
+	var cs []claimed
+	err := pgx.BeginFunc(ctx, d.cfg.Pool, func(tx pgx.Tx) error {
+		if err := store.ClaimLock(ctx, tx); err != nil {
+			return err
+		}
+		// One tenant per claim (on Citus, one worker), the tenants waiting
+		// longest first, each given an even share of what is left of n:
+		// every tenant's first delivery before any tenant's second.
+		tenants, err := store.DueTenants(ctx, tx)
+		if err != nil {
+			return err
+		}
+		left := n
+		for i, tenant := range tenants {
+			if left <= 0 {
+				break
+			}
+			share := (left + len(tenants) - i - 1) / (len(tenants) - i)
+			got, err := store.Claim(ctx, tx, store.ClaimParams{Tenant: tenant, Limit: share, LeaseSeconds: d.cfg.Lease.Seconds(),
+				EndpointConcurrency: d.cfg.EndpointConcurrency, TenantConcurrency: d.cfg.TenantConcurrency})
+			if err != nil {
+				return err
+			}
+			for _, r := range got {
+				cs = append(cs, claimed{tenant: r.Tenant, endpoint: r.Endpoint, url: r.URL, pos: r.Pos, attempt: r.Attempt,
+					nonce: r.Nonce, keyID: r.KeyID, prevNonce: r.PrevNonce, prevKeyID: r.PrevKeyID, event: webhook.Event(r.Event)})
+			}
+			left -= len(got)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("webhooks: claim: %w", err)
+	}
+	return cs, nil
+}
+
+// deliver sends one claimed delivery and records the answer.
+func (d *Dispatcher) deliver(ctx context.Context, c claimed) {
+	log := d.log.With("tenant", c.tenant, "endpoint", c.endpoint, "event", c.event.ID, "attempt", c.attempt)
+	start := time.Now()
+	ans, sendErr := d.attempt(ctx, c)
+	if ctx.Err() != nil {
+		return // shutting down: the lease runs out and another round sends it
+	}
+	status := ans.status
+	ms := time.Since(start).Milliseconds()
+	var err error
+	a := store.AttemptParams{Tenant: c.tenant, Endpoint: c.endpoint, Pos: c.pos, Attempt: c.attempt}
+	switch {
+	case sendErr == nil && status/100 == 2:
+		d.attempts.WithLabelValues("delivered").Inc()
+		a.DurationMS = ms
+		var recorded bool
+		recorded, err = store.Delivered(ctx, d.cfg.Pool, a, status)
+		if err == nil && recorded {
+			d.lag.Observe(time.Since(c.event.At).Seconds())
+		}
+	default:
+		result, msg := "refused", fmt.Sprintf("answered %d", status)
+		var st *int
+		wait := d.backoff(c.attempt)
+		gone := false
+		switch {
+		case errors.Is(sendErr, ErrAddressNotAllowed):
+			result, msg, ms = "not_allowed", ErrAddressNotAllowed.Error(), 0 // nothing about the target, its timing neither
+		case sendErr != nil:
+			result, msg = "error", sendErr.Error()
+		default:
+			st = &status
+			switch after, ok := retryAfter(ans.retryAfter, time.Now()); {
+			case status == 410:
+				result, gone = "gone", true
+			case (status == 429 || status == 503) && ok:
+				result, wait = "throttled", min(after, d.cfg.RetryAfterMax)
+				msg = fmt.Sprintf("answered %d, Retry-After %s", status, wait.Round(time.Second))
+			}
+		}
+		d.attempts.WithLabelValues(result).Inc()
+		a.DurationMS = ms
+		var state string
+		state, err = store.Failed(ctx, d.cfg.Pool, a, store.FailedParams{Status: st, Error: msg, WaitSeconds: wait.Seconds(),
+			MaxAgeSeconds: d.cfg.MaxAge.Seconds(), DisableAfterSeconds: d.cfg.DisableAfter.Seconds(), Gone: gone})
+		if err == nil {
+			log.Warn("webhooks: delivery failed", "err", msg, "state", state)
+		}
+	}
+	if err != nil {
+		log.Error("webhooks: record the attempt", "err", err)
+	}
+}
+
+// retryAfter reads a Retry-After header: seconds, or an HTTP date.
+func retryAfter(v string, now time.Time) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
+	}
+	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+		return time.Duration(n) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// attempt signs and sends c once. The body is the same on every attempt:
+// its timestamp is when the event happened; only the webhook-timestamp
+// header and the signature are the attempt's.
+func (d *Dispatcher) attempt(ctx context.Context, c claimed) (answer, error) {
+	secrets := make([]string, 0, 2)
+	s, err := secret(d.cfg.Keys, c.keyID, c.tenant, c.endpoint, c.nonce)
+	if err != nil {
+		return answer{}, errors.New("the endpoint's secret: its server key was retired")
+	}
+	secrets = append(secrets, s)
+	if c.prevKeyID != nil {
+		// In the rotated-out secret's overlap; one whose server key was
+		// retired since signs no more.
+		if s, err := secret(d.cfg.Keys, *c.prevKeyID, c.tenant, c.endpoint, c.prevNonce); err == nil {
+			secrets = append(secrets, s)
+		}
+	}
+	body, err := json.Marshal(webhook.Delivery{Type: "token." + c.event.Type, Timestamp: c.event.At.UTC(), Data: c.event})
+	if err != nil {
+		return answer{}, err
+	}
+	h, err := webhook.SignAll(secrets, c.event.ID, time.Now(), body)
+	if err != nil {
+		return answer{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
+	defer cancel()
+	return d.send.send(ctx, c.url, h, body)
+}
+
+// backoff is the wait after failed attempt n (from 1): the base doubled per
+// attempt up to the max, drawn at random up to that (full jitter), so that
+// deliveries failing together do not come back together.
+func (d *Dispatcher) backoff(n int) time.Duration {
+	b := d.cfg.BackoffBase << min(n-1, 30)
+	if b <= 0 || b > d.cfg.BackoffMax {
+		b = d.cfg.BackoffMax
+	}
+	return time.Duration(rand.Int64N(int64(b)) + 1)
+}
+
+// Collectors are the dispatcher's metrics: attempts by result and the
+// delivery lag of this instance, and, read from Postgres at each scrape,
+// the deliveries owed with the age of the oldest, the parked ones and the
+// disabled endpoints.
+func (d *Dispatcher) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{d.attempts, d.lag, &undelivered{pool: d.cfg.Pool,
+		count: prometheus.NewDesc("tokend_webhook_undelivered", "Webhook deliveries not yet made (pending; parked ones are not counted).", nil, nil),
+		age: prometheus.NewDesc("tokend_webhook_undelivered_oldest_age_seconds",
+			"Age of the oldest pending webhook delivery; 0 when there is none.", nil, nil),
+		parked: prometheus.NewDesc("tokend_webhook_parked",
+			"Webhook deliveries parked while their endpoint is disabled; they resume when it is enabled.", nil, nil),
+		disabled: prometheus.NewDesc("tokend_webhook_endpoints_disabled",
+			"Webhook endpoints disabled, by an operator, by a 410 answer, or after failing for TOKEND_WEBHOOK_DISABLE_AFTER.", nil, nil)}}
+}
+
+type undelivered struct {
+	pool                         *pgxpool.Pool
+	count, age, parked, disabled *prometheus.Desc
+}
+
+func (u *undelivered) Describe(ch chan<- *prometheus.Desc) {
+	ch <- u.count
+	ch <- u.age
+	ch <- u.parked
+	ch <- u.disabled
+}
+
+func (u *undelivered) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c, err := store.Undelivered(ctx, u.pool)
+	if err != nil {
+		return // left out of this scrape rather than reported wrong
+	}
+	ch <- prometheus.MustNewConstMetric(u.count, prometheus.GaugeValue, float64(c.Pending))
+	ch <- prometheus.MustNewConstMetric(u.age, prometheus.GaugeValue, c.OldestAgeSeconds)
+	ch <- prometheus.MustNewConstMetric(u.parked, prometheus.GaugeValue, float64(c.Parked))
+	ch <- prometheus.MustNewConstMetric(u.disabled, prometheus.GaugeValue, float64(c.Disabled))
+}

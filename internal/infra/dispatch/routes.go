@@ -1,0 +1,186 @@
+package dispatch
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tokend/tokend/client"
+	"github.com/tokend/tokend/internal/serve/httpapi"
+	"github.com/tokend/tokend/token"
+)
+
+// recentDeliveries is how many deliveries GET /v1/admin/webhooks/{id} shows.
+const recentDeliveries = 20
+
+// Routes serves the operator's webhook routes under /v1/admin/webhooks,
+// registering endpoints under o.
+func Routes(pool *pgxpool.Pool, keys *token.Keyring, o Options) httpapi.Mount {
+	h := &handlers{pool: pool, keys: keys, opts: o}
+	return func(r httpapi.Routes) {
+		r.Operator.POST("/webhooks", h.create)
+		r.Operator.GET("/webhooks", h.list)
+		r.Operator.GET("/webhooks/:id", h.get)
+		r.Operator.DELETE("/webhooks/:id", h.delete)
+		r.Operator.POST("/webhooks/:id/enable", h.enable)
+		r.Operator.POST("/webhooks/:id/disable", h.disable)
+		r.Operator.POST("/webhooks/:id/redeliver", h.redeliver)
+		r.Operator.POST("/webhooks/:id/rotate-secret", h.rotate)
+	}
+}
+
+type handlers struct {
+	pool *pgxpool.Pool
+	keys *token.Keyring
+	opts Options
+}
+
+// view is an endpoint as the API shows it; the secret only on creation.
+func view(e Endpoint) client.Webhook {
+	v := client.Webhook{ID: e.ID, URL: e.URL, EventTypes: e.EventTypes, Enabled: e.Enabled,
+		FeedPosition: e.FeedPosition, CreatedAt: e.CreatedAt, FailingSince: e.FailingSince,
+		PreviousSecretExpiresAt: e.PreviousSecretUntil}
+	if v.EventTypes == nil {
+		v.EventTypes = []string{}
+	}
+	if e.DisabledReason != "" {
+		v.DisabledReason = &e.DisabledReason
+	}
+	return v
+}
+
+func problem(err error) error {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return &httpapi.Problem{Status: http.StatusNotFound, Code: "not_found", Detail: "no such webhook endpoint"}
+	case errors.Is(err, ErrInvalidRequest), errors.Is(err, ErrHostNotAllowed):
+		return &httpapi.Problem{Status: http.StatusBadRequest, Code: "invalid_request", Detail: err.Error()}
+	case errors.Is(err, ErrTooManyEndpoints):
+		return &httpapi.Problem{Status: http.StatusConflict, Code: "too_many_endpoints", Detail: err.Error()}
+	}
+	return err
+}
+
+func (h *handlers) create(c *gin.Context) {
+	var req client.WebhookRequest
+	if err := httpapi.Decode(c, &req); err != nil {
+		httpapi.Abort(c, err)
+		return
+	}
+	e, secret, err := CreateWith(c.Request.Context(), h.pool, h.keys, h.opts, httpapi.Caller(c).Tenant,
+		NewEndpoint{URL: req.URL, EventTypes: req.EventTypes})
+	if err != nil {
+		httpapi.Abort(c, problem(err))
+		return
+	}
+	writeSecret(c, http.StatusCreated, e, secret)
+}
+
+func (h *handlers) list(c *gin.Context) {
+	eps, err := List(c.Request.Context(), h.pool, httpapi.Caller(c).Tenant)
+	if err != nil {
+		httpapi.Abort(c, err)
+		return
+	}
+	list := client.WebhookList{Items: make([]client.Webhook, 0, len(eps))}
+	for _, e := range eps {
+		list.Items = append(list.Items, view(e))
+	}
+	httpapi.WriteJSON(c, http.StatusOK, list)
+}
+
+func (h *handlers) get(c *gin.Context) {
+	tenant, id := httpapi.Caller(c).Tenant, c.Param("id")
+	e, err := Get(c.Request.Context(), h.pool, tenant, id)
+	if err != nil {
+		httpapi.Abort(c, problem(err))
+		return
+	}
+	ds, err := Recent(c.Request.Context(), h.pool, tenant, id, recentDeliveries)
+	if err != nil {
+		httpapi.Abort(c, err)
+		return
+	}
+	if ds == nil {
+		ds = []Delivery{}
+	}
+	v := view(e)
+	v.Deliveries = ds
+	httpapi.WriteJSON(c, http.StatusOK, v)
+}
+
+func (h *handlers) delete(c *gin.Context) {
+	h.answer(c)(Delete(c.Request.Context(), h.pool, httpapi.Caller(c).Tenant, c.Param("id")))
+}
+
+func (h *handlers) enable(c *gin.Context) {
+	h.answer(c)(SetEnabled(c.Request.Context(), h.pool, httpapi.Caller(c).Tenant, c.Param("id"), true))
+}
+
+func (h *handlers) disable(c *gin.Context) {
+	h.answer(c)(SetEnabled(c.Request.Context(), h.pool, httpapi.Caller(c).Tenant, c.Param("id"), false))
+}
+
+func (h *handlers) answer(c *gin.Context) func(Endpoint, error) {
+	return func(e Endpoint, err error) {
+		if err != nil {
+			httpapi.Abort(c, problem(err))
+			return
+		}
+		httpapi.WriteJSON(c, http.StatusOK, view(e))
+	}
+}
+
+func (h *handlers) redeliver(c *gin.Context) {
+	var req client.Redelivery
+	if err := httpapi.Decode(c, &req); err != nil {
+		httpapi.Abort(c, err)
+		return
+	}
+	n, err := Resend(c.Request.Context(), h.pool, httpapi.Caller(c).Tenant, c.Param("id"),
+		Selection{After: req.After, Position: req.Position, All: req.All, Delivered: req.Delivered})
+	if err != nil {
+		httpapi.Abort(c, problem(err))
+		return
+	}
+	httpapi.WriteJSON(c, http.StatusOK, client.Redelivered{Redelivered: n})
+}
+
+func (h *handlers) rotate(c *gin.Context) {
+	var req client.SecretRotation
+	if c.Request.ContentLength != 0 { // no body: the server's overlap
+		if err := httpapi.Decode(c, &req); err != nil {
+			httpapi.Abort(c, err)
+			return
+		}
+	}
+	if req.OverlapSeconds < 0 || req.OverlapSeconds > maxOverlapSeconds {
+		httpapi.Abort(c, &httpapi.Problem{Status: http.StatusBadRequest, Code: "invalid_request",
+			Detail: fmt.Sprintf("overlap_seconds: want 0 (the server's default) to %d", maxOverlapSeconds)})
+		return
+	}
+	overlap := cmp.Or(time.Duration(req.OverlapSeconds)*time.Second, h.opts.withDefaults().SecretOverlap)
+	e, secret, err := RotateSecret(c.Request.Context(), h.pool, h.keys, httpapi.Caller(c).Tenant, c.Param("id"), overlap)
+	if err != nil {
+		httpapi.Abort(c, problem(err))
+		return
+	}
+	writeSecret(c, http.StatusOK, e, secret)
+}
+
+// writeSecret answers the endpoint with its new secret, the one time it is
+// shown: no cache may keep it.
+func writeSecret(c *gin.Context, status int, e Endpoint, secret string) {
+	v := view(e)
+	v.Secret = secret
+	c.Header("Cache-Control", "no-store")
+	httpapi.WriteJSON(c, status, v)
+}
+
+// maxOverlapSeconds bounds a rotation's overlap: a week.
+const maxOverlapSeconds = 7 * 24 * 3600

@@ -1,0 +1,299 @@
+package store
+
+// The statements of webhook delivery (internal/infra/dispatch): endpoints, the
+// fan-out of the feed into deliveries, claims and attempts.
+
+// EndpointLockTenantSQL serializes endpoint registrations of tenant $1, so that
+// two at once cannot both pass the cap.
+const EndpointLockTenantSQL = `SELECT pg_advisory_xact_lock(hashtextextended('tokend.webhooks:' || $1, 0))`
+
+// EndpointCreateSQL registers an endpoint unless tenant $1 has $7 already.
+const EndpointCreateSQL = `
+INSERT INTO webhook_endpoints (tenant_id, id, url, event_types, secret_nonce, secret_key_id, feed_pos)
+SELECT $1, $2, $3, $4, $5, $6, coalesce((SELECT pos FROM event_feed_heads WHERE tenant_id = $1), 0)
+WHERE (SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $1) < $7
+RETURNING ` + endpointColumns
+
+// endpointColumns are an endpoint's columns, in the order scanEndpoint reads
+// them.
+const endpointColumns = `tenant_id, id, url, event_types, secret_nonce, secret_key_id, enabled,
+       coalesce(disabled_reason, ''), feed_pos, failing_since, created_at,
+       CASE WHEN prev_secret_until > (SELECT now()) THEN prev_secret_until END`
+
+// (SELECT now()), here and below, is now() where Citus refuses a
+// non-IMMUTABLE function (in RETURNING, CASE and COALESCE of a statement
+// that writes a distributed table): Citus evaluates the subquery on the
+// coordinator to a constant before it sends the statement to the worker.
+// The whole column-free expression goes in the subquery: an operator such
+// as timestamptz - interval over it is STABLE again, and refused.
+// On plain Postgres it is an InitPlan with now()'s value. The clock is the
+// database's either way, read once per transaction.
+
+// EndpointRotateSQL gives the endpoint the secret of nonce $3 under key $4; the one
+// it replaces keeps signing beside it for $5 seconds. One rotated earlier
+// and still in its overlap stops signing now.
+const EndpointRotateSQL = `
+UPDATE webhook_endpoints
+SET prev_secret_nonce = secret_nonce, prev_secret_key_id = secret_key_id,
+    prev_secret_until = now() + make_interval(secs => $5),
+    secret_nonce = $3, secret_key_id = $4
+WHERE tenant_id = $1 AND id = $2
+RETURNING ` + endpointColumns
+
+// EndpointListSQL is tenant $1's endpoints, oldest first.
+const EndpointListSQL = `SELECT ` + endpointColumns + ` FROM webhook_endpoints WHERE tenant_id = $1 ORDER BY created_at, id`
+
+// EndpointGetSQL is tenant $1's endpoint $2.
+const EndpointGetSQL = `SELECT ` + endpointColumns + ` FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2`
+
+// EndpointSetEnabledSQL enables or disables an endpoint. Disabling parks its
+// pending deliveries; enabling resumes its parked ones, due now, each with
+// a new maximum age.
+const EndpointSetEnabledSQL = `
+WITH w AS (
+    UPDATE webhook_endpoints
+    SET enabled = $3, disabled_reason = CASE WHEN $3 THEN NULL ELSE $4 END,
+        failing_since = CASE WHEN $3 THEN NULL ELSE failing_since END
+    WHERE tenant_id = $1 AND id = $2
+    RETURNING ` + endpointColumns + `
+), p AS (
+    UPDATE webhook_deliveries d
+    SET state = CASE WHEN $3 THEN 'pending' ELSE 'parked' END, leased_until = NULL,
+        next_attempt_at = CASE WHEN $3 THEN (SELECT now()) ELSE d.next_attempt_at END,
+        created_at = CASE WHEN $3 THEN (SELECT now()) ELSE d.created_at END
+    FROM w
+    WHERE d.tenant_id = $1 AND d.tenant_id = w.tenant_id AND d.endpoint_id = w.id AND d.state = CASE WHEN $3 THEN 'parked' ELSE 'pending' END
+)
+SELECT * FROM w`
+
+// EndpointDeleteSQL deletes tenant $1's endpoint $2 with its deliveries.
+const EndpointDeleteSQL = `DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2 RETURNING ` + endpointColumns
+
+// RedeliverSQL sends the endpoint's deliveries after position $3 (only the
+// one at $5, when given) now: the failed ones; with $4 also the pending
+// ones (hurried: due now) and parked ones; with $6 also the delivered ones.
+// A delivery sent again starts a new maximum age; a hurried one keeps its
+// own, and its lease when in flight. On a disabled endpoint they are parked
+// until it is enabled.
+const RedeliverSQL = `
+WITH u AS (
+    UPDATE webhook_deliveries d
+    SET state = CASE WHEN w.enabled THEN 'pending' ELSE 'parked' END,
+        next_attempt_at = now(),
+        created_at = CASE WHEN d.state = 'pending' THEN d.created_at ELSE (SELECT now()) END,
+        leased_until = CASE WHEN d.state = 'pending' THEN d.leased_until END,
+        finished_at = NULL
+    FROM webhook_endpoints w
+    WHERE w.tenant_id = $1 AND w.id = $2 AND d.tenant_id = w.tenant_id AND d.endpoint_id = w.id
+      AND d.pos > $3 AND ($5::bigint IS NULL OR d.pos = $5)
+      AND (d.state = 'failed' OR ($4 AND d.state IN ('pending', 'parked')) OR ($6 AND d.state = 'delivered'))
+    RETURNING 1
+)
+SELECT count(*) FROM u`
+
+// RecentDeliveriesSQL is an endpoint's latest deliveries with their attempts.
+const RecentDeliveriesSQL = `
+SELECT d.pos, d.event_id, d.state, d.attempts, d.next_attempt_at, d.created_at, d.finished_at,
+       coalesce((SELECT jsonb_agg(jsonb_build_object('attempt', a.attempt, 'at', a.at, 'status', a.status,
+                                                    'error', a.error, 'duration_ms', a.duration_ms) ORDER BY a.attempt)
+                 FROM webhook_attempts a
+                 WHERE a.tenant_id = d.tenant_id AND a.endpoint_id = d.endpoint_id AND a.pos = d.pos), '[]')
+FROM webhook_deliveries d
+WHERE d.tenant_id = $1 AND d.endpoint_id = $2
+ORDER BY d.pos DESC
+LIMIT $3`
+
+// WebhookTenantsSQL is the tenants with an enabled endpoint.
+const WebhookTenantsSQL = `SELECT DISTINCT tenant_id FROM webhook_endpoints WHERE enabled`
+
+// BehindSQL is the enabled endpoints whose feed position is behind their
+// tenant's feed head: what a round fans out, none when idle. It reads the
+// endpoints and the heads only, however many deliveries there are.
+const BehindSQL = `
+SELECT w.tenant_id, w.id FROM webhook_endpoints w
+JOIN event_feed_heads h ON h.tenant_id = w.tenant_id
+WHERE w.enabled AND h.pos > w.feed_pos`
+
+// FanOutBatch is the most events one fan-out statement offers an endpoint.
+const FanOutBatch = 500
+
+// FanOutSQL offers endpoint $2 of tenant $1 the events after its feed
+// position, up to FanOutBatch, as event/sql.go's readSQL reads a page (a
+// constant LIMIT and OFFSET 0, so that even a generic plan looks each event
+// up by its key), as deliveries of the types it takes, and moves its
+// position past all of them. One endpoint at a time keeps the plan's cost
+// to one endpoint's page, so it stays under jit_above_cost whatever the
+// number of endpoints or deliveries. An endpoint another dispatcher is
+// fanning out is skipped.
+const FanOutSQL = `
+WITH ep AS (
+    SELECT tenant_id, id, feed_pos, event_types FROM webhook_endpoints
+    WHERE tenant_id = $1 AND id = $2 AND enabled
+    FOR UPDATE SKIP LOCKED
+), ev AS (
+    SELECT ep.tenant_id, ep.id AS endpoint_id, e.pos, e.event_id, e.kind, ep.event_types
+    FROM ep CROSS JOIN LATERAL (
+        SELECT p.pos, e.event_id, e.kind
+        FROM (SELECT pos, token_id, seq FROM event_positions
+              WHERE tenant_id = $1 AND pos > ep.feed_pos
+              ORDER BY pos
+              LIMIT 500) p -- FanOutBatch
+        CROSS JOIN LATERAL (
+            SELECT event_id, kind FROM token_events e
+            WHERE e.tenant_id = $1 AND e.token_id = p.token_id AND e.seq = p.seq
+            OFFSET 0
+        ) e
+    ) e
+), ins AS (
+    INSERT INTO webhook_deliveries (tenant_id, endpoint_id, pos, event_id)
+    SELECT tenant_id, endpoint_id, pos, event_id FROM ev
+    WHERE cardinality(event_types) = 0 OR kind = ANY (event_types)
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+), moved AS (
+    UPDATE webhook_endpoints w SET feed_pos = m.pos
+    FROM (SELECT tenant_id, endpoint_id, max(pos) AS pos FROM ev GROUP BY tenant_id, endpoint_id) m
+    WHERE w.tenant_id = $1 AND w.tenant_id = m.tenant_id AND w.id = m.endpoint_id
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM ev), (SELECT count(*) FROM ins)`
+
+// DueTenantsSQL is the tenants with deliveries due, the longest waiting
+// first: a read of every shard, with no lock.
+const DueTenantsSQL = `
+SELECT tenant_id FROM webhook_deliveries
+WHERE state = 'pending' AND next_attempt_at <= now() AND (leased_until IS NULL OR leased_until <= now())
+GROUP BY tenant_id
+ORDER BY min(next_attempt_at), tenant_id`
+
+// ClaimLockSQL serializes claims across instances, so that what each
+// endpoint and tenant has in flight is counted right; a claim is one short
+// statement.
+const ClaimLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('tokend.webhooks.claim', 0))`
+
+// ClaimSQL leases for $2 seconds up to $1 due deliveries of enabled
+// endpoints, counting the attempt, and answers what sending them needs.
+// It is fair: an endpoint has at most $3 deliveries in flight and a tenant
+// at most $4, on all instances together (leases not run out), and a batch
+// takes every tenant's first delivery before any tenant's second.
+const ClaimSQL = `
+WITH ep AS (
+    SELECT w.tenant_id, w.id,
+           (SELECT count(*) FROM webhook_deliveries b
+            WHERE b.tenant_id = $5 AND b.endpoint_id = w.id AND b.state = 'pending'
+              AND b.leased_until IS NOT NULL AND b.leased_until > now()) AS busy
+    FROM webhook_endpoints w
+    WHERE w.tenant_id = $5 AND w.enabled
+), tb AS (
+    SELECT tenant_id, sum(busy) AS busy FROM ep GROUP BY tenant_id
+), due AS (
+    SELECT d.tenant_id, d.endpoint_id, d.pos, d.next_attempt_at, d.er, ep.busy, tb.busy AS tbusy
+    FROM ep JOIN tb ON tb.tenant_id = ep.tenant_id
+    CROSS JOIN LATERAL (
+        SELECT d.tenant_id, d.endpoint_id, d.pos, d.next_attempt_at,
+               row_number() OVER (ORDER BY d.next_attempt_at, d.pos) AS er
+        FROM webhook_deliveries d
+        WHERE d.tenant_id = $5 AND d.endpoint_id = ep.id AND d.state = 'pending'
+          AND d.next_attempt_at <= now() AND (d.leased_until IS NULL OR d.leased_until <= now())
+        ORDER BY d.next_attempt_at, d.pos
+        LIMIT $3
+    ) d
+    WHERE d.er + ep.busy <= $3
+), ranked AS (
+    SELECT tenant_id, endpoint_id, pos, next_attempt_at,
+           tbusy + row_number() OVER (PARTITION BY tenant_id ORDER BY er, next_attempt_at, pos) AS tr
+    FROM due
+), pick AS (
+    SELECT tenant_id, endpoint_id, pos FROM ranked
+    WHERE tr <= $4
+    ORDER BY tr, next_attempt_at
+    LIMIT $1
+), leased AS (
+    UPDATE webhook_deliveries d
+    SET leased_until = now() + make_interval(secs => $2), attempts = d.attempts + 1
+    FROM pick
+    WHERE d.tenant_id = $5 AND d.tenant_id = pick.tenant_id AND d.endpoint_id = pick.endpoint_id AND d.pos = pick.pos
+      AND d.state = 'pending'
+    RETURNING d.tenant_id, d.endpoint_id, d.pos, d.attempts
+)
+SELECT l.tenant_id, l.endpoint_id, l.pos, l.attempts, w.url, w.secret_nonce, w.secret_key_id,
+       CASE WHEN w.prev_secret_until > now() THEN w.prev_secret_nonce END,
+       CASE WHEN w.prev_secret_until > now() THEN w.prev_secret_key_id END,
+       e.event_id, e.kind, e.token_id, coalesce(e.operation, ''), coalesce(e.subject, ''), e.actor,
+       e.from_state, e.to_state, e.generation, e.outcome_status, e.outcome_body, e.at
+FROM leased l
+JOIN webhook_endpoints w ON w.tenant_id = $5 AND w.tenant_id = l.tenant_id AND w.id = l.endpoint_id
+CROSS JOIN LATERAL (
+    SELECT e.* FROM event_positions p
+    JOIN token_events e ON e.tenant_id = p.tenant_id AND e.token_id = p.token_id AND e.seq = p.seq
+    WHERE p.tenant_id = $5 AND e.tenant_id = $5 AND p.tenant_id = l.tenant_id AND p.pos = l.pos
+    OFFSET 0
+) e`
+
+// DeliveredSQL records a 2xx answer to attempt $4 of a delivery. A lease
+// another dispatcher took over since (a later attempt) is not touched.
+const DeliveredSQL = `
+WITH d AS (
+    UPDATE webhook_deliveries
+    SET state = 'delivered', finished_at = now(), leased_until = NULL
+    WHERE tenant_id = $1 AND endpoint_id = $2 AND pos = $3 AND attempts = $4 AND state = 'pending'
+    RETURNING 1
+), a AS (
+    INSERT INTO webhook_attempts (tenant_id, endpoint_id, pos, attempt, status, duration_ms)
+    VALUES ($1, $2, $3, $4, $5, $6)
+), w AS (
+    UPDATE webhook_endpoints SET failing_since = NULL
+    WHERE tenant_id = $1 AND id = $2 AND failing_since IS NOT NULL
+)
+SELECT count(*) FROM d`
+
+// FailedSQL records a failed attempt $4: the delivery waits $7 seconds for
+// the next, or fails for good past the maximum age ($8 seconds). The
+// endpoint is disabled, its pending deliveries parked, when it answered
+// 410 Gone ($11) or has failed for longer than $9 seconds.
+const FailedSQL = `
+WITH w0 AS (
+    SELECT enabled AND ($11 OR least(failing_since, now()) <= (SELECT now() - make_interval(secs => $9))) AS off,
+           least(failing_since, now()) AS since
+    FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2
+), d AS (
+    UPDATE webhook_deliveries
+    SET state = CASE WHEN (SELECT off FROM w0) THEN 'parked'
+                     WHEN created_at <= (SELECT now() - make_interval(secs => $8)) THEN 'failed' ELSE 'pending' END,
+        finished_at = CASE WHEN NOT (SELECT off FROM w0) AND created_at <= (SELECT now() - make_interval(secs => $8)) THEN (SELECT now()) END,
+        next_attempt_at = now() + make_interval(secs => $7),
+        leased_until = NULL
+    WHERE tenant_id = $1 AND endpoint_id = $2 AND pos = $3 AND attempts = $4 AND state = 'pending'
+    RETURNING state
+), a AS (
+    INSERT INTO webhook_attempts (tenant_id, endpoint_id, pos, attempt, status, error, duration_ms)
+    VALUES ($1, $2, $3, $4, $5, $6, $10)
+), w AS (
+    UPDATE webhook_endpoints
+    SET failing_since = (SELECT since FROM w0),
+        enabled = enabled AND NOT (SELECT off FROM w0),
+        disabled_reason = CASE WHEN NOT (SELECT off FROM w0) THEN disabled_reason
+                               WHEN $11 THEN (SELECT 'the endpoint answered 410 Gone at ' || to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'))
+                               ELSE (SELECT 'every delivery failed since ' || to_char(since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') FROM w0) END
+    WHERE tenant_id = $1 AND id = $2
+), p AS (
+    UPDATE webhook_deliveries
+    SET state = 'parked', leased_until = NULL
+    WHERE tenant_id = $1 AND endpoint_id = $2 AND pos <> $3 AND state = 'pending' AND (SELECT off FROM w0)
+)
+SELECT coalesce((SELECT state FROM d), '')`
+
+// UndeliveredSQL is what the metrics report, read at each scrape: the
+// deliveries still owed (pending; parked ones are not lag), the age of the
+// oldest by its event's time, the parked ones and the disabled endpoints.
+//
+// Both counts fan out to every shard (no tenant): Citus refuses a subquery
+// over a distributed table in the target list, so they are two subqueries
+// in FROM, each aggregated per shard and summed on the coordinator.
+const UndeliveredSQL = `
+SELECT d.pending, d.age, d.parked, w.disabled
+FROM (SELECT count(*) FILTER (WHERE state = 'pending') AS pending,
+             coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE state = 'pending')), 0)::float8 AS age,
+             count(*) FILTER (WHERE state = 'parked') AS parked
+      FROM webhook_deliveries WHERE state IN ('pending', 'parked')) d,
+     (SELECT count(*) AS disabled FROM webhook_endpoints WHERE NOT enabled) w`

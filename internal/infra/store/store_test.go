@@ -1,0 +1,81 @@
+package store_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tokend/tokend/internal/infra/store"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
+)
+
+// TestEveryTransitionRecordsItsEvent: each statement that changes a token
+// is valid SQL on tokend's schema (Postgres prepares it, so names, types and
+// parameter numbers all agree, and it runs, pgtest.Runs: on a Citus cluster
+// this proves Citus distributes it) and writes exactly one event insert;
+// the other statements of the package run too.
+func TestEveryTransitionRecordsItsEvent(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	statements := map[string]string{
+		"issue": store.IssueEventSQL, "forget": store.ForgetEventSQL,
+		"sweep lapse, one tenant": store.SweepLapse.Tenant, "sweep expire, one tenant": store.SweepExpire.Tenant,
+		"sweep purge, one tenant": store.SweepPurge.Tenant,
+	}
+	// A Step's change writes no event and its record one.
+	steps := map[string]store.Step{
+		"finish": store.FinishSQL, "lapse": store.LapseSQL, "lease": store.LeaseSQL, "finish lease": store.FinishLeaseSQL,
+		"report unknown": store.ReportUnknownSQL, "revoke": store.RevokeSQL, "reconcile outcome": store.ReconcileOutcomeSQL,
+		"reconcile not executed": store.ReconcileNotExecutedSQL,
+	}
+	for name, s := range steps {
+		statements[name] = s.Record
+		if strings.Contains(s.Change, "token_events") {
+			t.Errorf("%s: the change writes an event:\n%s", name, s.Change)
+		}
+		if !strings.Contains(s.Change, "transition_id = $") {
+			t.Errorf("%s: the change does not stamp its transition id:\n%s", name, s.Change)
+		}
+		if err := pgtest.Runs(t, pool, s.Change); err != nil {
+			t.Errorf("%s's change: %v\n%s", name, err, s.Change)
+		}
+	}
+	for name, sql := range statements {
+		if n := strings.Count(sql, "INSERT INTO token_events"); n != 1 {
+			t.Errorf("%s: %d event inserts, want 1:\n%s", name, n, sql)
+		}
+		if err := pgtest.Runs(t, pool, sql); err != nil {
+			t.Errorf("%s: %v\n%s", name, err, sql)
+		}
+	}
+	// The locks, reads and deletes beside them write no event.
+	for name, sql := range map[string]string{
+		"lock": store.LockSQL, "report state": store.ReportStateSQL, "existing": store.ExistingSQL, "replay": store.ReplaySQL,
+		"lock state": store.LockStateSQL, "delete events, one tenant": store.DeleteEvents.Tenant,
+		"delete deliveries, one tenant": store.DeleteDeliveries.Tenant,
+		"lapse tenants":                 store.SweepLapse.Tenants, "expire tenants": store.SweepExpire.Tenants,
+		"purge tenants": store.SweepPurge.Tenants, "delete events tenants": store.DeleteEvents.Tenants,
+		"delete deliveries tenants": store.DeleteDeliveries.Tenants,
+		"unresolved":                store.UnresolvedSQL, "unresolved, one tenant": store.UnresolvedTenantSQL, "try lock": store.TryLockSQL,
+		"bounded lock": store.LockBoundedSQL, "issue's insert": store.IssueSQL, "issue's policy check": store.PolicyCurrentSQL,
+		"forget's delete": store.ForgetSQL, "get": store.GetSQL, "events": store.EventsSQL,
+	} {
+		if strings.Contains(sql, "token_events (") {
+			t.Errorf("%s writes an event", name)
+		}
+		if err := pgtest.Runs(t, pool, sql); err != nil {
+			t.Errorf("%s: %v\n%s", name, err, sql)
+		}
+	}
+	// Every list statement, one per state filter.
+	for st, sql := range store.ListSQL {
+		if err := pgtest.Runs(t, pool, sql); err != nil {
+			t.Errorf("list %q: %v\n%s", st, err, sql)
+		}
+	}
+	// A sweep's batch filters by its third parameter, its tenant.
+	for _, s := range []store.Sweep{store.SweepLapse, store.SweepExpire, store.SweepPurge, store.DeleteEvents, store.DeleteDeliveries} {
+		if !strings.Contains(s.Tenant, "tenant_id = $3") {
+			t.Errorf("a sweep's batch without its tenant filter:\n%s", s.Tenant)
+		}
+	}
+}
