@@ -45,7 +45,7 @@ func TestPurgeKeepsEventsUntilTheirRetention(t *testing.T) {
 	for e.count(`SELECT count(*) FROM token_events e WHERE NOT EXISTS (
 		SELECT 1 FROM event_positions p WHERE p.tenant_id = e.tenant_id AND p.token_id = e.token_id AND p.seq = e.seq)`) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("events never got a feed position")
+			t.Fatalf("events never got a feed position; %s", pgtest.Unsettled(e.pool))
 		}
 		if _, err := feed.Position(ctx, e.pool, tenant); err != nil {
 			t.Fatal(err)

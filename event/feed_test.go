@@ -201,7 +201,7 @@ func TestFeedWaitsForOpenTransactions(t *testing.T) {
 	defer cancel()
 	page, err = follow(wait, pool, tenant, 2)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v; %s", err, pgtest.Unsettled(pool))
 	}
 	if len(page) != 2 || page[0].ID != openID || page[1].ID != laterID || page[0].Position != 1 || page[1].Position != 2 {
 		t.Fatalf("feed = %+v, want %s at 1 then %s at 2", page, openID, laterID)
@@ -226,7 +226,7 @@ func TestFeedTenantIsolation(t *testing.T) {
 	defer cancel()
 	a, err := follow(wait, pool, "a", 2)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v; %s", err, pgtest.Unsettled(pool))
 	}
 	b, err := follow(wait, pool, "b", 1)
 	if err != nil {

@@ -29,7 +29,7 @@ func writeBodies(ctx context.Context, t *testing.T, pool *pgxpool.Pool, tenant s
 	wait, cancel := context.WithTimeout(ctx, pgtest.SettleTimeout)
 	defer cancel()
 	if _, err := follow(wait, pool, tenant, len(sizes)); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v; %s", err, pgtest.Unsettled(pool))
 	}
 }
 

@@ -241,7 +241,7 @@ func TestCursorsSurviveARestore(t *testing.T) {
 		got, err := followFrom(wait, dst, tenant, cursor, int(30-cursor)+len(want))
 		cancel()
 		if err != nil {
-			t.Fatalf("from cursor %d after the restore: %v", cursor, err)
+			t.Fatalf("from cursor %d after the restore: %v; %s", cursor, err, pgtest.Unsettled(dst))
 		}
 		ids := map[string]int{}
 		for _, e := range got {

@@ -123,7 +123,7 @@ func newDispatcher(t *testing.T, cfg dispatch.Config) *dispatch.Dispatcher {
 	return d
 }
 
-// until runs rounds of d until cond holds, failing after 30 s.
+// until runs rounds of d until cond holds, failing after pgtest.SettleTimeout.
 func until(t *testing.T, d *dispatch.Dispatcher, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(pgtest.SettleTimeout)

@@ -48,7 +48,7 @@ func (a *api) readFeed(t *testing.T, key string, want int) feedPage {
 	deadline := time.Now().Add(pgtest.SettleTimeout)
 	for len(all.Items) < want {
 		if time.Now().After(deadline) {
-			t.Fatalf("feed: %d of %d events after %v: %+v", len(all.Items), want, pgtest.SettleTimeout, all.Items)
+			t.Fatalf("feed: %d of %d events after %v: %+v; %s", len(all.Items), want, pgtest.SettleTimeout, all.Items, pgtest.Unsettled(a.pool))
 		}
 		res := a.get(key, "/v1/events?limit=2&after="+cursor)
 		if res.status != http.StatusOK {
@@ -198,7 +198,7 @@ func (a *api) readFeedRaw(t *testing.T, key string, want int) []rawFeedEvent {
 	cursor := "0"
 	for deadline := time.Now().Add(pgtest.SettleTimeout); len(all) < want; {
 		if time.Now().After(deadline) {
-			t.Fatalf("feed: %d of %d events after %v", len(all), want, pgtest.SettleTimeout)
+			t.Fatalf("feed: %d of %d events after %v; %s", len(all), want, pgtest.SettleTimeout, pgtest.Unsettled(a.pool))
 		}
 		res := a.get(key, "/v1/events?after="+cursor)
 		var p struct {
@@ -297,7 +297,7 @@ func writeEvents(t *testing.T, pool *pgxpool.Pool, n, size int) {
 		}
 		if positioned += k; k == 0 {
 			if time.Now().After(deadline) {
-				t.Fatalf("%d of %d events positioned", positioned, n)
+				t.Fatalf("%d of %d events positioned after %v; %s", positioned, n, pgtest.SettleTimeout, pgtest.Unsettled(pool))
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
