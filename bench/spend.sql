@@ -20,6 +20,10 @@
 --
 -- The account is the key modulo :accounts, as tokend-load picks it, so the
 -- ledger rows are shared the same way by both sides.
+--
+-- The event is inserted as tokend's record statements insert it: seq given
+-- as 0 with OVERRIDING SYSTEM VALUE, so the identity's default is not called
+-- and the trigger token_events_xid (migration 014) numbers the row, once.
 BEGIN;
 UPDATE tokens
 SET state = 'consumed', result_status = 200, finished_at = now(),
@@ -40,6 +44,7 @@ WITH a AS (
 )
 INSERT INTO ledger_entries (tenant_id, token_id, account, amount)
 SELECT :tenant, :token_id, :account, 1 FROM a;
-INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation, outcome_status)
-VALUES (:tenant, :token_id, 'ledger.credit', :subject, 'bench', 'spend', 'issued', 'consumed', :generation, 200);
+INSERT INTO token_events (seq, tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation, outcome_status)
+OVERRIDING SYSTEM VALUE
+VALUES (0, :tenant, :token_id, 'ledger.credit', :subject, 'bench', 'spend', 'issued', 'consumed', :generation, 200);
 END;

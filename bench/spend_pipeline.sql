@@ -35,8 +35,9 @@ WITH a AS (
 INSERT INTO ledger_entries (tenant_id, token_id, account, amount)
 SELECT :tenant, 'tok_' || lpad(to_hex(currval('bench_spend_seq')), 26, '0'),
        'acct-' || currval('bench_spend_seq') % :accounts, 1 FROM a;
-INSERT INTO token_events (tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation, outcome_status)
-VALUES (:tenant, 'tok_' || lpad(to_hex(currval('bench_spend_seq')), 26, '0'), 'ledger.credit',
+INSERT INTO token_events (seq, tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation, outcome_status)
+OVERRIDING SYSTEM VALUE
+VALUES (0, :tenant, 'tok_' || lpad(to_hex(currval('bench_spend_seq')), 26, '0'), 'ledger.credit',
         'user-' || currval('bench_spend_seq') % 1000, 'bench', 'spend', 'issued', 'consumed', 0, 200);
 END;
 \endpipeline
