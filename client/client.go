@@ -43,6 +43,7 @@ type Client struct {
 	http      *http.Client
 	retry     Retry
 	userAgent string
+	onRetry   func(RetryEvent)
 }
 
 // Retry bounds the retries of one call.
@@ -78,6 +79,22 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = 
 
 // WithRetry replaces DefaultRetry.
 func WithRetry(r Retry) Option { return func(c *Client) { c.retry = r } }
+
+// RetryEvent tells a WithRetryNotify callback about a retry about to wait.
+type RetryEvent struct {
+	Method, Path string
+	// Attempt is the number of the attempt that failed, from 1.
+	Attempt int
+	// Err is what it failed with: a transport error or a *Problem.
+	Err error
+	// Wait is the backoff before the next attempt; Budget what is left of
+	// the retry budget (zero when unbounded).
+	Wait, Budget time.Duration
+}
+
+// WithRetryNotify calls f before each wait between two attempts, so that a
+// command line tool can say it is retrying instead of staying silent.
+func WithRetryNotify(f func(RetryEvent)) Option { return func(c *Client) { c.onRetry = f } }
 
 // WithUserAgent sets the User-Agent header of every request.
 func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua } }
@@ -158,6 +175,13 @@ func (c *Client) do(ctx context.Context, cl call, accept func(answer) bool) (ans
 			// The wait would outlast the caller's deadline: give up now
 			// with what the server said.
 			return answer{}, last
+		}
+		if c.onRetry != nil {
+			var left time.Duration
+			if c.retry.Budget > 0 {
+				left = c.retry.Budget - time.Since(start)
+			}
+			c.onRetry(RetryEvent{Method: cl.method, Path: cl.path, Attempt: attempt + 1, Err: err, Wait: d, Budget: left})
 		}
 		t := time.NewTimer(d)
 		select {

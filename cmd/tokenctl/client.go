@@ -26,21 +26,44 @@ const requestTimeout = 2 * time.Minute
 // show what --json shows.
 const timeFormat = "2006-01-02T15:04:05.000000Z07:00"
 
-func newClient(base, key string) (*client.Client, error) {
+// newClient returns the API client. Its first retry of a call says so on
+// stderr, with why, so that an operator is not left waiting on a silent
+// command while tokend is down or restarting.
+func newClient(base, key string, stderr io.Writer) (*client.Client, error) {
 	return client.New(base, key,
 		client.WithUserAgent("tokenctl"),
-		client.WithHTTPClient(&http.Client{Timeout: requestTimeout}))
+		client.WithHTTPClient(&http.Client{Timeout: requestTimeout}),
+		client.WithRetryNotify(func(r client.RetryEvent) {
+			if r.Attempt != 1 {
+				return
+			}
+			what := r.Err.Error() // a *Problem: tokend's busy answer
+			if at, why, _, ok := noAnswer(r.Err); ok {
+				what = "no answer from tokend at " + at + " (" + why + ")"
+			}
+			fmt.Fprintf(stderr, "tokenctl: %s; retrying for up to %s…\n", what, r.Budget.Round(time.Second))
+		}))
 }
 
 // unreachable says, in one sentence, why err, a request that got no answer
 // from tokend, failed, with the address tried and what to check; ok is
 // false for any other error.
 func unreachable(err error) (msg string, ok bool) {
-	var ue *url.Error
-	if !errors.As(err, &ue) || errors.Is(err, context.Canceled) {
+	at, why, hint, ok := noAnswer(err)
+	if !ok {
 		return "", false
 	}
-	at := ue.URL
+	return fmt.Sprintf("cannot reach tokend at %s: %s; %s.", at, why, hint), true
+}
+
+// noAnswer splits a request that got no answer into the address tried, why
+// it failed and what to check; ok is false for any other error.
+func noAnswer(err error) (at, why, hint string, ok bool) {
+	var ue *url.Error
+	if !errors.As(err, &ue) || errors.Is(err, context.Canceled) {
+		return "", "", "", false
+	}
+	at = ue.URL
 	if u, perr := url.Parse(ue.URL); perr == nil {
 		at = u.Scheme + "://" + u.Host
 	}
@@ -50,7 +73,7 @@ func unreachable(err error) (msg string, ok bool) {
 		unknown x509.UnknownAuthorityError
 		header  tls.RecordHeaderError
 	)
-	why, hint := "", "check TOKENCTL_URL or --url"
+	hint = "check TOKENCTL_URL or --url"
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		why, hint = "nothing listens there (connection refused)", "is tokend running, and on that port? check TOKENCTL_URL or --url"
@@ -69,5 +92,5 @@ func unreachable(err error) (msg string, ok bool) {
 	default:
 		why = ue.Err.Error()
 	}
-	return fmt.Sprintf("cannot reach tokend at %s: %s; %s.", at, why, hint), true
+	return at, why, hint, true
 }

@@ -91,7 +91,7 @@ func (c *command) client() (*client.Client, error) {
 	if key == "" {
 		return nil, usagef("TOKENCTL_KEY (or --key) is required: an operator API key, from `tokend keys create --role operator`")
 	}
-	return newClient(strings.TrimSuffix(u.String(), "/"), key)
+	return newClient(strings.TrimSuffix(u.String(), "/"), key, c.stderr)
 }
 
 // printJSON writes an answer of the API to stdout as it came, one per line.

@@ -16,10 +16,14 @@
 //	tokenctl operations get <name>
 //	tokenctl operations delete <name>
 //	tokenctl stats
+//	tokenctl events tail [--after CURSOR] [--follow]
+//	tokenctl webhooks create|list|get|enable|disable|delete|rotate-secret|redeliver …
 //
 // Every command takes --url (env TOKENCTL_URL, default http://127.0.0.1:8080),
 // --key (env TOKENCTL_KEY, required) and --json, which prints the API's JSON
-// instead of a table. Flags may come before or after the arguments.
+// instead of a table. These three may come before the command; a command's
+// flags may come before or after its arguments. While tokend does not
+// answer, a command retries for up to 15 s and says so on stderr at once.
 //
 // Exit status: 0 on success, 2 for a usage error, 3 when the token or
 // operation is not found, 4 on a conflict with the token's or operation's state, 5 when the
@@ -36,12 +40,15 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/tokend/tokend/client"
 )
 
-const usage = `usage: tokenctl <command> [arguments] [--url URL] [--key KEY] [--json]
+const usage = `usage: tokenctl [--url URL] [--key KEY] [--json] <command> [arguments]
+       (the three flags may also come after the command)
 
 commands:
   inspect <id>                          a token, all of it, with its audit trail
@@ -61,9 +68,11 @@ commands:
   events tail [--after CURSOR] [--follow]
                                         the tenant's token events after a cursor, one a line;
                                         --follow waits for new ones
-  webhooks create <endpoint-url> [--types a,b] | list | get <id> | enable <id> | disable <id>
-          | delete <id> | redeliver <id> [--after POSITION] [--all]
-                                        webhook endpoints; create prints the signing secret, once
+  webhooks create <endpoint-url> [--types a,b] | list | get <id> | enable <id> | disable <id> | delete <id>
+          | rotate-secret <id> [--overlap 24h]
+          | redeliver <id> [--after POSITION] [--position POSITION] [--all] [--delivered]
+                                        webhook endpoints; create and rotate-secret print the signing
+                                        secret, once (tokenctl webhooks --help says more)
 
 environment: TOKENCTL_URL (default http://127.0.0.1:8080), TOKENCTL_KEY (an operator key, or a client key for events; required)
 exit status: 0 ok, 1 error, 2 usage, 3 not found, 4 conflict, 5 key refused
@@ -130,13 +139,17 @@ var commands = map[string]func(ctx context.Context, e *env, args []string) error
 }
 
 func dispatch(ctx context.Context, args []string, e *env) error {
+	args, err := hoistGlobalFlags(args)
+	if err != nil {
+		fmt.Fprint(e.stderr, usage)
+		return err
+	}
 	if len(args) == 0 {
 		fmt.Fprint(e.stderr, usage)
 		return usagef("no command given")
 	}
 	name, rest := args[0], args[1:]
-	switch name {
-	case "help", "-h", "-help", "--help":
+	if isHelp(name) {
 		fmt.Fprint(e.stdout, usage)
 		return nil
 	}
@@ -145,7 +158,59 @@ func dispatch(ctx context.Context, args []string, e *env) error {
 		fmt.Fprint(e.stderr, usage)
 		return usagef("unknown command %q", name)
 	}
+	if help, ok := groupUsage[name]; ok && len(rest) > 0 && isHelp(rest[0]) {
+		fmt.Fprint(e.stdout, help)
+		return nil
+	}
 	return cmd(ctx, e, rest)
+}
+
+func isHelp(arg string) bool {
+	switch arg {
+	case "help", "-h", "-help", "--help":
+		return true
+	}
+	return false
+}
+
+// groupUsage is the help of the commands that take a subcommand.
+var groupUsage = map[string]string{
+	"operations": operationsUsage,
+	"events":     eventsUsage,
+	"webhooks":   webhooksUsage,
+}
+
+// globalFlags are the flags every command takes, and whether each takes a value.
+var globalFlags = map[string]bool{"url": true, "key": true, "json": false}
+
+// hoistGlobalFlags moves the global flags written before the command
+// ("tokenctl --url U stats") to just after the command and its subcommand,
+// where every command parses them.
+func hoistGlobalFlags(args []string) ([]string, error) {
+	var globals []string
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") && !isHelp(args[0]) {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
+		takesValue, ok := globalFlags[name]
+		if !ok || args[0] == "--" {
+			return nil, usagef("unknown flag %q before the command; flags of a command go after it", args[0])
+		}
+		n := 1
+		if takesValue && !hasValue {
+			if len(args) < 2 {
+				return nil, usagef("flag %s needs a value", args[0])
+			}
+			n = 2
+		}
+		globals, args = append(globals, args[:n]...), args[n:]
+	}
+	if len(globals) == 0 || len(args) == 0 {
+		return args, nil
+	}
+	at := 1
+	if _, group := groupUsage[args[0]]; group && len(args) > 1 {
+		at = 2
+	}
+	return slices.Concat(args[:at], globals, args[at:]), nil
 }
 
 // exitCode is the exit status err calls for. Answers of the API are told
