@@ -148,7 +148,7 @@ type transition struct{ from, to string }
 // allowed are the changes DESIGN.md's state diagram has; purged ends any
 // finished token.
 var allowed = map[transition]bool{
-	{"", "issued"}: true,
+	{"", "issued"}:         true,
 	{"issued", "consumed"}: true, {"issued", "failed"}: true, {"issued", "pending"}: true,
 	{"issued", "revoked"}: true, {"issued", "expired"}: true,
 	{"pending", "consumed"}: true, {"pending", "failed"}: true, {"pending", "unknown"}: true, {"pending", "pending"}: true,

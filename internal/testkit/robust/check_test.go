@@ -106,9 +106,9 @@ func TestCheckRejectsBrokenHistories(t *testing.T) {
 			h: (&hb{}).add(0, 0, 10, issueIn, issueOut).add(0, 20, 30, spendIn, spendOut).
 				add(1, 40, 50, spendIn, Output{Status: 200, State: "consumed",
 					Body: `{"token_id":"tok_a","state":"consumed","result":{"account":"i1","balance":10}}`}),
-			feed: []Event{evIssued, evConsumed, {ID: "e3", Position: 3, TokenID: "tok_a", From: "issued", To: "consumed"}},
+			feed:   []Event{evIssued, evConsumed, {ID: "e3", Position: 3, TokenID: "tok_a", From: "issued", To: "consumed"}},
 			ledger: map[string]int64{"i1": 10},
-			want: []string{"intent i1: Illegal", "balance\":10", "appears twice", "ledger: account i1 holds 10, want 5"},
+			want:   []string{"intent i1: Illegal", "balance\":10", "appears twice", "ledger: account i1 holds 10, want 5"},
 		},
 		"issue replay returns a new token": {
 			h: (&hb{}).add(0, 0, 10, issueIn, issueOut).
