@@ -53,14 +53,26 @@ func (r Result) Report() string {
 // which a test counts as a failure.
 var CheckTimeout = 2 * time.Minute
 
+// Observed is what a run left behind besides its history.
+type Observed struct {
+	Feed   []Event          // the whole tenant feed, in read order
+	Ledger map[string]int64 // balance by account; nil skips the ledger check
+	// Tokens maps token id to intent ID for every token the database holds,
+	// so that the events of a token whose issue was never answered can be
+	// told apart from events of no request at all. Nil: only answers name
+	// tokens.
+	Tokens map[string]string
+}
+
 // Check decides whether ops (a History's operations) is linearizable
-// against Model, and checks feed (the whole tenant feed, in read order)
-// and ledger (balance by account, nil to skip) against it. A failing
-// check writes Porcupine's visualization of the failing intents to dir.
-func Check(ops []porcupine.Operation, feed []Event, ledger map[string]int64, dir string) Result {
+// against Model, and checks what the run left (the feed, the ledger)
+// against it. A failing check writes Porcupine's visualization of the
+// failing intents to dir.
+func Check(ops []porcupine.Operation, o Observed, dir string) Result {
 	var r Result
+	feed, ledger := o.Feed, o.Ledger
 	r.Linearizable, r.Problems, r.Visualization = checkLinear(ops, dir)
-	r.Problems = append(r.Problems, checkFeed(ops, feed)...)
+	r.Problems = append(r.Problems, checkFeed(ops, feed, o.Tokens)...)
 	if ledger != nil {
 		r.Problems = append(r.Problems, checkLedger(ops, feed, ledger)...)
 	}
@@ -203,7 +215,7 @@ func succeeded(in Input, out Output) bool {
 // each token's events follow the state diagram from its issue, each change
 // at most once; every change answered yes is there, in real-time order;
 // and no change is there that no request could have made.
-func checkFeed(ops []porcupine.Operation, feed []Event) []string {
+func checkFeed(ops []porcupine.Operation, feed []Event, tokens map[string]string) []string {
 	var problems []string
 	seen := map[string]bool{}
 	var last int64 = -1 << 63
@@ -221,6 +233,9 @@ func checkFeed(ops []porcupine.Operation, feed []Event) []string {
 	}
 
 	intentOf := map[string]string{} // token id -> intent
+	for id, intent := range tokens {
+		intentOf[id] = intent
+	}
 	byIntent := map[string][]porcupine.Operation{}
 	for _, op := range ops {
 		in, out := op.Input.(Input), op.Output.(Output)
@@ -298,12 +313,22 @@ func checkFeed(ops []porcupine.Operation, feed []Event) []string {
 			if in.Kind == KindComplete || in.Kind == KindFail || in.Kind == KindUnknown {
 				evs = slices.DeleteFunc(slices.Clone(evs), func(e Event) bool { return e.Generation != in.Generation })
 			}
+			ordered := true
+			if in.Kind == KindReconcile && tr.to == "issued" && len(evs) > 1 {
+				// The token may have been put back more than once: this
+				// answer's change is the one of its generation.
+				if same := slices.DeleteFunc(slices.Clone(evs), func(e Event) bool { return e.Generation != out.Gen }); len(same) > 0 {
+					evs = same
+				} else {
+					ordered = false
+				}
+			}
 			if len(evs) == 0 {
 				problems = append(problems, fmt.Sprintf("feed: intent %s: %s was answered yes, but no %s->%s event is in the feed: a lost event",
 					intent, describe(in, out), tr.from, tr.to))
 				continue
 			}
-			if !(in.Kind == KindSpend && out.Replayed) {
+			if ordered && !(in.Kind == KindSpend && out.Replayed) {
 				yes = append(yes, answered{op, evs[len(evs)-1].Position})
 			}
 		}
@@ -318,7 +343,7 @@ func checkFeed(ops []porcupine.Operation, feed []Event) []string {
 		}
 		// Every change in the feed was asked for by a request that was not refused.
 		for tr, evs := range changes {
-			if tr.from == "" || tr.to == "expired" || tr.to == "purged" || tr == (transition{"pending", "pending"}) || tr == (transition{"pending", "unknown"}) && leaseExpiryAllowed {
+			if tr.to == "expired" || tr.to == "purged" || tr == (transition{"pending", "pending"}) || tr == (transition{"pending", "unknown"}) && leaseExpiryAllowed {
 				continue
 			}
 			could := false

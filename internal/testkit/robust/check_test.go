@@ -8,15 +8,6 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
-// artifactDir is where failing checks write their visualizations:
-// TOKEND_ROBUSTNESS_ARTIFACTS, else a directory of t's own.
-func artifactDir(t testing.TB) string {
-	if d := os.Getenv("TOKEND_ROBUSTNESS_ARTIFACTS"); d != "" {
-		return d
-	}
-	return t.TempDir()
-}
-
 // hb builds histories by hand: times in ms, wall clock = monotonic.
 type hb struct{ ops []porcupine.Operation }
 
@@ -77,7 +68,7 @@ func TestCheckAcceptsCorrectHistories(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			r := Check(c.h.ops, c.feed, c.ledger, artifactDir(t))
+			r := Check(c.h.ops, Observed{Feed: c.feed, Ledger: c.ledger}, artifactDir(t))
 			if !r.OK() {
 				t.Errorf("a correct history was rejected:\n%s", r.Report())
 			}
@@ -134,7 +125,7 @@ func TestCheckRejectsBrokenHistories(t *testing.T) {
 	dir := artifactDir(t)
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			r := Check(c.h.ops, c.feed, c.ledger, dir)
+			r := Check(c.h.ops, Observed{Feed: c.feed, Ledger: c.ledger}, dir)
 			if r.OK() {
 				t.Fatalf("a broken history was accepted")
 			}

@@ -200,6 +200,9 @@ func step(s State, in Input, out Output) []State {
 	if s.State == "issued" && !s.mayBeLive(in) {
 		s.State = "expired"
 	}
+	if out.Status == 429 {
+		return one(s) // rate limited: refused before anything was read
+	}
 	switch in.Kind {
 	case KindIssue:
 		return stepIssue(s, in, out)
@@ -291,8 +294,16 @@ func stepSpend(s State, in Input, out Output) []State {
 		return one(s)
 	}
 	if !in.PayloadOK {
+		// Refused, whichever check comes first; never spent.
 		if out.Status == 422 && out.Code == "payload_mismatch" {
 			return one(s)
+		}
+		if out.Status < 400 {
+			return nil
+		}
+		in.PayloadOK = true // the state's own refusal, checked below
+		if next := stepSpend(s, in, out); len(next) == 1 && next[0].State == s.State || next != nil && out.Code == "token_expired" {
+			return next
 		}
 		return nil
 	}
@@ -328,7 +339,7 @@ func stepSpend(s State, in Input, out Output) []State {
 		}
 	case "consumed", "failed":
 		// A replay: the stored status and body, byte for byte.
-		if !out.Replayed || out.Code != "" && out.Status < 400 {
+		if !out.Replayed {
 			return nil
 		}
 		if s.OutStatus == 0 {
@@ -346,10 +357,10 @@ func stepReport(s State, in Input, out Output) []State {
 	target := reportTarget(in.Kind)
 	matches := s.Gen == in.Generation || s.Gen == 0
 	switch {
-	case out.Status == 200 && s.State == "pending" && matches && !out.Replayed:
+	case out.Status == 200 && s.State == "pending" && matches:
 		s.State, s.Gen, s.OutStatus, s.OutBody = target, in.Generation, 0, ""
 		return one(s)
-	case out.Status == 200 && s.State == target && s.Gen == in.Generation && out.Replayed:
+	case out.Status == 200 && s.State == target && s.Gen == in.Generation:
 		return one(s) // the same report again
 	case out.Status == 409 && !(s.State == "pending" && s.Gen == in.Generation):
 		return one(s)
