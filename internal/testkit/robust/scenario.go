@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -154,17 +156,23 @@ func artifactDir(t testing.TB) string {
 func summarize(ops []porcupine.Operation) string {
 	byKind := map[Kind]int{}
 	unknown := 0
+	why := map[string]int{}
 	for _, op := range ops {
 		byKind[op.Input.(Input).Kind]++
-		if op.Output.(Output).Unknown {
+		if out := op.Output.(Output); out.Unknown {
 			unknown++
+			why[out.Err]++
 		}
+	}
+	var reasons []string
+	for _, w := range slices.Sorted(maps.Keys(why)) {
+		reasons = append(reasons, fmt.Sprintf("%d× %s", why[w], w))
 	}
 	var parts []string
 	for _, k := range []Kind{KindIssue, KindSpend, KindGet, KindRevoke, KindComplete, KindFail, KindUnknown, KindReconcile} {
 		parts = append(parts, fmt.Sprintf("%s %d", k, byKind[k]))
 	}
-	return fmt.Sprintf("%d requests (%s), %d with an unknown outcome", len(ops), strings.Join(parts, ", "), unknown)
+	return fmt.Sprintf("%d requests (%s), %d with an unknown outcome [%s]", len(ops), strings.Join(parts, ", "), unknown, strings.Join(reasons, "; "))
 }
 
 func setup(ctx context.Context, t *testing.T, sc Scenario) *Env {
