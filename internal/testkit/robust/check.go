@@ -3,6 +3,7 @@ package robust
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -216,7 +217,51 @@ func succeeded(in Input, out Output) bool {
 // at most once; every change answered yes is there, in real-time order;
 // and no change is there that no request could have made.
 func checkFeed(ops []porcupine.Operation, feed []Event, tokens map[string]string) []string {
+	problems, bad := checkFeedProblems(ops, feed, tokens)
+	// The requests and events of each intent at fault, to read the
+	// problems against.
+	for _, intent := range slices.Sorted(maps.Keys(bad)) {
+		var b strings.Builder
+		fmt.Fprintf(&b, "feed: intent %s, its requests and events:\n", intent)
+		var mine []porcupine.Operation
+		for _, op := range ops {
+			if op.Input.(Input).Intent == intent {
+				mine = append(mine, op)
+			}
+		}
+		slices.SortStableFunc(mine, func(a, c porcupine.Operation) int { return cmp.Compare(a.Call, c.Call) })
+		if len(mine) > 0 {
+			base := mine[0].Call
+			for _, op := range mine {
+				end := "never answered"
+				if op.Return != 1<<63-1 {
+					end = fmt.Sprintf("%8.1f", float64(op.Return-base)/1e6)
+				}
+				fmt.Fprintf(&b, "    client %-3d %8.1f .. %s  %s\n", op.ClientId, float64(op.Call-base)/1e6, end,
+					describe(op.Input.(Input), op.Output.(Output)))
+			}
+		}
+		for _, e := range feed {
+			if tokens[e.TokenID] == intent || bad[intent][e.TokenID] {
+				fmt.Fprintf(&b, "    event %s position %d token %s %s->%s generation %d\n", e.ID, e.Position, e.TokenID, e.From, e.To, e.Generation)
+			}
+		}
+		problems = append(problems, strings.TrimRight(b.String(), "\n"))
+	}
+	return problems
+}
+
+func checkFeedProblems(ops []porcupine.Operation, feed []Event, tokens map[string]string) ([]string, map[string]map[string]bool) {
 	var problems []string
+	bad := map[string]map[string]bool{} // intent -> its token ids
+	flag := func(intent, id string) {
+		if bad[intent] == nil {
+			bad[intent] = map[string]bool{}
+		}
+		if id != "" {
+			bad[intent][id] = true
+		}
+	}
 	seen := map[string]bool{}
 	var last int64 = -1 << 63
 	byToken := map[string][]Event{}
@@ -266,16 +311,20 @@ func checkFeed(ops []porcupine.Operation, feed []Event, tokens map[string]string
 		for i, e := range evs {
 			tr := transition{e.From, e.To}
 			if i == 0 && e.From != "" {
+				flag(intent, id)
 				problems = append(problems, fmt.Sprintf("feed: intent %s token %s: first event %s is %s->%s, not the issue", intent, id, e.ID, e.From, e.To))
 			}
 			if i > 0 && e.From != prev {
+				flag(intent, id)
 				problems = append(problems, fmt.Sprintf("feed: intent %s token %s: event %s (%s->%s) follows one that left the token %s: an event is missing or out of order", intent, id, e.ID, e.From, e.To, prev))
 			}
 			if !allowed[tr] {
+				flag(intent, id)
 				problems = append(problems, fmt.Sprintf("feed: intent %s token %s: event %s is %s->%s, a change the state diagram does not have", intent, id, e.ID, e.From, e.To))
 			}
 			k := fmt.Sprintf("%s>%s@%d", e.From, e.To, e.Generation)
 			if dup[k] {
+				flag(intent, id)
 				problems = append(problems, fmt.Sprintf("feed: intent %s token %s: change %s->%s generation %d appears twice (event %s): an effect applied twice", intent, id, e.From, e.To, e.Generation, e.ID))
 			}
 			dup[k] = true
@@ -324,6 +373,7 @@ func checkFeed(ops []porcupine.Operation, feed []Event, tokens map[string]string
 				}
 			}
 			if len(evs) == 0 {
+				flag(intent, "")
 				problems = append(problems, fmt.Sprintf("feed: intent %s: %s was answered yes, but no %s->%s event is in the feed: a lost event",
 					intent, describe(in, out), tr.from, tr.to))
 				continue
@@ -336,6 +386,7 @@ func checkFeed(ops []porcupine.Operation, feed []Event, tokens map[string]string
 		for _, a := range yes {
 			for _, b := range yes {
 				if a.op.Return < b.op.Call && a.pos > b.pos {
+					flag(intent, "")
 					problems = append(problems, fmt.Sprintf("feed: intent %s: %s was answered before %s was sent, but its event comes later (position %d > %d)",
 						intent, describe(a.op.Input.(Input), a.op.Output.(Output)), describe(b.op.Input.(Input), b.op.Output.(Output)), a.pos, b.pos))
 				}
@@ -354,12 +405,13 @@ func checkFeed(ops []porcupine.Operation, feed []Event, tokens map[string]string
 				}
 			}
 			if !could {
+				flag(intent, "")
 				problems = append(problems, fmt.Sprintf("feed: intent %s: %d %s->%s event(s) (first %s), but every request that could make that change was refused: an effect that did not happen",
 					intent, len(evs), tr.from, tr.to, evs[0].ID))
 			}
 		}
 	}
-	return problems
+	return problems, bad
 }
 
 // leaseExpiryAllowed: the traffic declares leases long enough that none
