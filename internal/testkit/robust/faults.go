@@ -49,9 +49,9 @@ var Faults = map[string]Fault{
 		e.restartInstance(ctx, r, func(i int) { _ = e.Servers[i].Stop() })
 		return nil
 	}},
-	"pg-restart-fast": {Name: "pg-restart-fast", OwnPostgres: true, Every: 3 * time.Second,
+	"pg-restart-fast": {Name: "pg-restart-fast", Every: 3 * time.Second,
 		Inject: func(ctx context.Context, e *Env, r *rand.Rand) error { return e.PG.Restart("fast") }},
-	"pg-restart-immediate": {Name: "pg-restart-immediate", OwnPostgres: true, Every: 3 * time.Second,
+	"pg-restart-immediate": {Name: "pg-restart-immediate", Every: 3 * time.Second,
 		Inject: func(ctx context.Context, e *Env, r *rand.Rand) error { return e.PG.Restart("immediate") }},
 	"net-reset": {Name: "net-reset", Proxy: true, Every: time.Second,
 		Inject: func(ctx context.Context, e *Env, r *rand.Rand) error { e.Proxy.Reset(); return nil }},
