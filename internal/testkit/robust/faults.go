@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
+	"strings"
+	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // between is a random duration in [lo, hi).
@@ -105,4 +109,48 @@ func pgbouncerMissing() string {
 		return fmt.Sprintf("pgbouncer is not installed (%v): the PgBouncer restart scenario is not run", err)
 	}
 	return "the PgBouncer restart scenario is not written yet"
+}
+
+// neighbours runs another database's load on the scenario's Postgres
+// server until ctx ends, as on a shared server: short write transactions,
+// and now and then one that keeps its transaction id open for a while.
+// The feed positions events only once every older transaction on the
+// server has ended, so this moves when and in which batches they are
+// positioned.
+func neighbours(ctx context.Context, e *Env, r *rand.Rand) error {
+	admin, err := pgx.Connect(ctx, e.DBURL)
+	if err != nil {
+		return err
+	}
+	defer admin.Close(context.WithoutCancel(ctx))
+	_, _ = admin.Exec(ctx, "CREATE DATABASE neighbour")
+	u := strings.Replace(e.DBURL, "/postgres?", "/neighbour?", 1)
+	var wg sync.WaitGroup
+	for w := range 3 {
+		wg.Go(func() {
+			conn, err := pgx.Connect(ctx, u)
+			if err != nil {
+				return
+			}
+			defer conn.Close(context.WithoutCancel(ctx))
+			_, _ = conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS n (id bigserial PRIMARY KEY, v int)")
+			for ctx.Err() == nil {
+				hold := time.Duration(0)
+				if w == 0 {
+					hold = between(r, 100*time.Millisecond, 1500*time.Millisecond)
+				}
+				tx, err := conn.Begin(ctx)
+				if err != nil {
+					sleep(ctx, 100*time.Millisecond)
+					continue
+				}
+				_, _ = tx.Exec(ctx, "INSERT INTO n (v) VALUES (1)")
+				sleep(ctx, hold)
+				_ = tx.Commit(context.WithoutCancel(ctx))
+				sleep(ctx, between(r, time.Millisecond, 20*time.Millisecond))
+			}
+		})
+	}
+	wg.Wait()
+	return nil
 }

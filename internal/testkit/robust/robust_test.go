@@ -46,5 +46,8 @@ func TestLongPass(t *testing.T) {
 			sc := Scenario{Name: name + "-x" + string(rune('0'+n)), Instances: n, Fault: Faults[name]}
 			t.Run(sc.Name, func(t *testing.T) { Run(t, sc, d, seed) })
 		}
+		// The same fault with another database's load on the server.
+		sc := Scenario{Name: name + "-x2-neighbours", Instances: 2, Fault: Faults[name], Neighbours: true}
+		t.Run(sc.Name, func(t *testing.T) { Run(t, sc, d, seed) })
 	}
 }

@@ -38,15 +38,19 @@ type Scenario struct {
 	// deliberately broken layer, for tests that the checker catches what
 	// it breaks. It returns the URL to send to instead of upstream.
 	Front func(t testing.TB, upstream string) string
+	// Neighbours adds another database's load on the same Postgres server
+	// (short transactions, and some held open up to 1.5 s), as a shared
+	// server has.
+	Neighbours bool
 }
 
 // Fault is a nemesis: Inject breaks something and heals it (or leaves
 // the healing to the next round), every Every on average.
 type Fault struct {
-	Name        string
-	Proxy       bool // tokend reaches Postgres through a Proxy
-	Every       time.Duration
-	Inject      func(ctx context.Context, e *Env, r *rand.Rand) error
+	Name   string
+	Proxy  bool // tokend reaches Postgres through a Proxy
+	Every  time.Duration
+	Inject func(ctx context.Context, e *Env, r *rand.Rand) error
 }
 
 // Env is a running deployment: Postgres, Redis, the proxy, the instances.
@@ -123,6 +127,14 @@ func run(t *testing.T, sc Scenario, d time.Duration, seed uint64) Result {
 			HTTP: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4}},
 			Rand: rand.New(rand.NewPCG(seedFor(seed, sc.Name), uint64(i)))}
 		wg.Go(func() { tr.Run(runCtx, c) })
+	}
+	if sc.Neighbours {
+		r := rand.New(rand.NewPCG(seedFor(seed, sc.Name), 1<<33))
+		wg.Go(func() {
+			if err := neighbours(runCtx, e, r); err != nil && runCtx.Err() == nil {
+				t.Errorf("neighbours: %v", err)
+			}
+		})
 	}
 	if sc.Fault.Inject != nil {
 		r := rand.New(rand.NewPCG(seedFor(seed, sc.Name), 1<<32))
