@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
-	"strings"
 	"sync"
 	"time"
 
@@ -123,8 +122,11 @@ func neighbours(ctx context.Context, e *Env, r *rand.Rand) error {
 		return err
 	}
 	defer admin.Close(context.WithoutCancel(ctx))
+	if e.PG == nil {
+		return nil // on the shared server: it has neighbours of its own
+	}
 	_, _ = admin.Exec(ctx, "CREATE DATABASE neighbour")
-	u := strings.Replace(e.DBURL, "/postgres?", "/neighbour?", 1)
+	u := e.PG.URL("neighbour")
 	var wg sync.WaitGroup
 	for w := range 3 {
 		wg.Go(func() {
