@@ -130,7 +130,7 @@ func TestLiveRunCatchesBrokenBuilds(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			res := run(t, Scenario{Name: "broken-" + c.name, Instances: 1, Fault: Faults["none"], Front: c.front}, 3*time.Second, seed)
+			res := run(t, Scenario{Name: "broken-" + c.name, Instances: 1, Fault: Faults["none"], Front: c.front}, 2*time.Second, seed)
 			if res.OK() {
 				t.Fatalf("a run through a layer that breaks the contract (%s) passed the check", c.name)
 			}

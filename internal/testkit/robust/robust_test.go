@@ -18,7 +18,7 @@ func TestShortPass(t *testing.T) {
 	} {
 		t.Run(sc.Name, func(t *testing.T) {
 			t.Parallel()
-			Run(t, sc, 6*time.Second, seed)
+			Run(t, sc, 5*time.Second, seed)
 		})
 	}
 }
