@@ -159,7 +159,7 @@ func TestRefusesTransactionPooling(t *testing.T) {
 		{"a pooled session URL", map[string]string{"TOKEND_DATABASE_URL": pooled, "TOKEND_DATABASE_POOLING": "transaction", "TOKEND_DATABASE_SESSION_URL": pooled}, "TOKEND_DATABASE_SESSION_URL"},
 	} {
 		for _, cmd := range []string{"migrate", "serve"} {
-			env := map[string]string{"TOKEND_SECRET_KEY": strings.Repeat("k", 32), "TOKEND_LISTEN": "127.0.0.1:0"}
+			env := map[string]string{"TOKEND_SECRET_KEY": strings.Repeat("k", 32), "TOKEND_LISTEN": "127.0.0.1:0", "TOKEND_ALLOW_SUPERUSER": "1"}
 			for k, v := range tc.env {
 				env[k] = v
 			}
