@@ -148,6 +148,18 @@ func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
 	if len(feed.seen) != len(events) || feed.err != "" {
 		t.Errorf("the feed gave %d events (%s), the table holds %d", len(feed.seen), feed.err, len(events))
 	}
+	// What a token and its events cost in the database (docs/operations.md,
+	// "Capacity"): rows and bytes, indexes and TOAST included.
+	var tokens, tokenBytes, eventRows, eventBytes int64
+	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM tokens), pg_total_relation_size('tokens'),
+		(SELECT count(*) FROM token_events), pg_total_relation_size('token_events') + pg_total_relation_size('event_positions')`).Scan(
+		&tokens, &tokenBytes, &eventRows, &eventBytes); err != nil {
+		t.Fatal(err)
+	}
+	if tokens > 0 && eventRows > 0 {
+		t.Logf("capacity: %d tokens, %d bytes each (tokens with indexes); %d events, %.1f per token, %d bytes each (token_events and event_positions with indexes)",
+			tokens, tokenBytes/tokens, eventRows, float64(eventRows)/float64(tokens), eventBytes/eventRows)
+	}
 	for _, p := range []*tokendProc{old, cur} {
 		for _, l := range strings.Split(p.logs(), "\n") {
 			if strings.Contains(l, `"level":"ERROR"`) || strings.HasPrefix(l, "level=ERROR") {
