@@ -72,7 +72,14 @@ FROM (
 // SELECT routed to one tenant, it is the node that stores the tenant (on
 // Citus, its worker). pg_upgrade makes a new cluster too: it starts a new
 // epoch, which costs a reader nothing, no cursor being ahead of the feed.
-const nodeSQL = `((SELECT system_identifier::text FROM pg_control_system()) || '/' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))`
+//
+// pg_control_system reads the control file: the answer is kept in the
+// backend's session (tokend.node), as a backend's node cannot change under
+// it. A restore or a point-in-time recovery restarts the server, and on a
+// standby, where a backend could live through a promotion,
+// pg_current_wal_lsn fails, so nothing is kept from before one.
+const nodeSQL = `coalesce(nullif(current_setting('tokend.node', true), ''), set_config('tokend.node',
+    (SELECT system_identifier::text FROM pg_control_system()) || '/' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8), false))`
 
 // rebaseSQL rebases a tenant's feed onto this node's transaction ids, with
 // the head locked at position $2 and horizon (xmin) $3: it positions every
