@@ -94,7 +94,7 @@ func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
 			}
 		}()
 	}
-	feed := &follower{lb: lb, key: key, seen: map[string]int{}}
+	feed := &follower{lb: lb, key: key, seen: map[string]int{}, cursor: "0"}
 	feedDone := make(chan struct{})
 	go func() { defer close(feedDone); feed.follow(stop) }()
 
@@ -426,7 +426,7 @@ func (f *follower) follow(stop <-chan struct{}) {
 		var page struct {
 			Events []struct {
 				ID string `json:"id"`
-			} `json:"events"`
+			} `json:"items"`
 			NextCursor string `json:"next_cursor"`
 			Epoch      string `json:"epoch"`
 		}
