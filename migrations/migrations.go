@@ -79,17 +79,19 @@ type Options struct {
 
 // LockOrder is the order in which a migration takes the locks of the
 // tables it names, before its first statement: the order in which
-// tokend's transactions take them (a request resolves its key and
-// operation, changes the token, runs the ledger handler, records the
-// event; the feed locks its head, reads the events and writes their
-// positions; the dispatcher then works on the webhook tables). A
-// migration that took token_events before tokens, as 014's statements
-// do, deadlocked with spends holding tokens and waiting for token_events.
-// Tables not listed come after these, by name.
+// tokend's transactions take them. A spend resolves its key and
+// operation, locks the token, runs the ledger handler, then records the
+// event (tokens, ledger_*, token_events); the feed locks or reads its
+// head before it reads the events and writes their positions
+// (event_feed_heads, token_events, event_positions); the dispatcher then
+// works on the webhook tables. A migration that took token_events before
+// tokens, as 014's statements do, deadlocked with spends holding tokens
+// and waiting for token_events. Tables not listed come after these, by
+// name.
 var LockOrder = []string{
 	"api_key_routes", "api_keys", "console_signouts", "operations",
-	"tokens", "ledger_accounts", "ledger_entries", "token_events",
-	"event_feed_heads", "event_positions",
+	"tokens", "ledger_accounts", "ledger_entries",
+	"event_feed_heads", "token_events", "event_positions",
 	"webhook_endpoints", "webhook_deliveries", "webhook_attempts",
 }
 
