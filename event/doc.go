@@ -48,9 +48,12 @@
 // # Epochs
 //
 // A feed whose ids are not this node's (restored into another cluster, or
-// its shards moved to another worker) is rebased, and starts a new epoch at
-// its head: positions above it may name other events than before the
-// restore. [ReadPage] answers the epoch; a reader sends it back in
+// its shards moved to another worker), or whose head was positioned on
+// another node (the cluster's system identifier or WAL timeline differs:
+// any pg_dump restore into another cluster, whatever its transaction
+// counter, a point-in-time recovery, a standby's promotion), is rebased,
+// and starts a new epoch at its head: positions above it may name other
+// events than before the restore. [ReadPage] answers the epoch; a reader sends it back in
 // [Query.Epoch], and a cursor of an earlier epoch past the position where
 // the feed left it gets a [CursorEpochError] saying where to resume.
 //

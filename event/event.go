@@ -199,18 +199,19 @@ func positionTx(ctx context.Context, tx pgx.Tx, tenant string) (n int64, epoch s
 	if err != nil {
 		return 0, "", fmt.Errorf("event: position: %w", err)
 	}
-	if !hz.pending && !hz.ahead {
+	if !hz.pending && !hz.ahead && !hz.adopt {
 		return 0, hz.epoch, nil
 	}
-	n, epoch, err = positionLocked(ctx, tx, tenant)
+	n, epoch, err = positionLocked(ctx, tx, tenant, hz.node)
 	return n, epoch, err
 }
 
-// positionLocked locks tenant's feed head, then positions or rebases.
-func positionLocked(ctx context.Context, tx pgx.Tx, tenant string) (int64, string, error) {
+// positionLocked locks tenant's feed head, recording node on it if it has
+// none, then positions or rebases.
+func positionLocked(ctx context.Context, tx pgx.Tx, tenant, node string) (int64, string, error) {
 	var head, seq int64
 	var xid string
-	if err := tx.QueryRow(ctx, lockHeadSQL, tenant, newEpoch()).Scan(&head, &xid, &seq); err != nil {
+	if err := tx.QueryRow(ctx, lockHeadSQL, tenant, newEpoch(), node).Scan(&head, &xid, &seq); err != nil {
 		return 0, "", fmt.Errorf("event: position: lock the feed head: %w", err)
 	}
 	// Again with the head locked: another transaction may have positioned
@@ -225,10 +226,10 @@ func positionLocked(ctx context.Context, tx pgx.Tx, tenant string) (int64, strin
 	var n int64
 	switch {
 	case hz.ahead:
-		// Restored into another cluster, or moved to another node: see
-		// horizonSQL.
+		// Restored, into another cluster or to an earlier point, or moved
+		// to another node: see horizonSQL.
 		epoch = newEpoch()
-		if err := tx.QueryRow(ctx, rebaseSQL, tenant, head, hz.xmin, epoch).Scan(&n); err != nil {
+		if err := tx.QueryRow(ctx, rebaseSQL, tenant, head, hz.xmin, epoch, hz.node).Scan(&n); err != nil {
 			return 0, "", fmt.Errorf("event: position: rebase the feed after a restore: %w", err)
 		}
 	case hz.pending:
@@ -253,11 +254,13 @@ type horizon struct {
 	xmin, xmax     string
 	pos            int64
 	epoch          string
+	node           string // the identity of the node the tenant is on (nodeSQL)
+	adopt          bool   // the head has no node recorded yet
 	pending, ahead bool
 }
 
 func (h *horizon) scan(row pgx.Row) error {
-	return row.Scan(&h.xmin, &h.xmax, &h.pos, &h.epoch, &h.pending, &h.ahead)
+	return row.Scan(&h.xmin, &h.xmax, &h.pos, &h.epoch, &h.node, &h.adopt, &h.pending, &h.ahead)
 }
 
 func readHorizon(ctx context.Context, q db.DBTX, tenant string) (horizon, error) {
@@ -294,7 +297,7 @@ func Heads(ctx context.Context, pool *pgxpool.Pool, tenants []string) (map[strin
 					return err
 				}
 				heads[t] = h.pos
-				if h.pending || h.ahead {
+				if h.pending || h.ahead || h.adopt {
 					pending = append(pending, t)
 				}
 				return nil

@@ -54,6 +54,16 @@ func asPostgres(ctx context.Context, name string, args ...string) *exec.Cmd {
 // and removed when t ends, and answers the URL of its postgres database.
 func throwawayCluster(ctx context.Context, t *testing.T) string {
 	t.Helper()
+	return throwawayClusterAt(ctx, t, 0)
+}
+
+// throwawayClusterAt is throwawayCluster with its transaction id counter
+// moved to nextXID (pg_resetwal -x) before it starts, unless 0: a cluster
+// that has lived longer than the one backed up. nextXID must be a
+// multiple of 1048576, the first transaction of a commit log segment,
+// which the test creates zeroed.
+func throwawayClusterAt(ctx context.Context, t *testing.T, nextXID uint64) string {
+	t.Helper()
 	initdb, pgCtl := pgBin(t, "initdb"), pgBin(t, "pg_ctl")
 	dir, err := os.MkdirTemp("", "tokend-restore-")
 	if err != nil {
@@ -74,6 +84,15 @@ func throwawayCluster(ctx context.Context, t *testing.T) string {
 	data := filepath.Join(dir, "data")
 	if out, err := asPostgres(ctx, initdb, "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync").CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
+	}
+	if nextXID > 0 {
+		if out, err := asPostgres(ctx, pgBin(t, "pg_resetwal"), "-x", strconv.FormatUint(nextXID, 10), "-D", data).CombinedOutput(); err != nil {
+			t.Fatalf("pg_resetwal -x %d: %v\n%s", nextXID, err, out)
+		}
+		seg := filepath.Join(data, "pg_xact", fmt.Sprintf("%04X", nextXID/1048576))
+		if out, err := asPostgres(ctx, "dd", "if=/dev/zero", "of="+seg, "bs=8192", "count=32").CombinedOutput(); err != nil {
+			t.Fatalf("zero the commit log segment %s: %v\n%s", seg, err, out)
+		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -284,6 +303,103 @@ func TestCursorsSurviveARestore(t *testing.T) {
 	if _, err := event.Read(ctx, dst, tenant, event.Query{After: 56}); !errors.Is(err, event.ErrCursorAhead) {
 		t.Errorf("a cursor past the restored feed = %v, want ErrCursorAhead", err)
 	}
+}
+
+// TestRestoreIntoAClusterAheadStartsAnEpoch: a feed dumped (pg_dump) and
+// restored into a cluster whose transaction counter is already ahead of
+// the source's (pg_resetwal -x), so that every id the feed holds looks
+// settled there, still starts a new epoch: it was positioned on another
+// node (event nodeSQL). A consumer that read on the source past the dump
+// is refused with ErrCursorEpoch, resuming where the dump's feed ended,
+// before the restored feed reaches its cursor and after, never given an
+// empty page in the old epoch, which would skip the restored feed's new
+// events at those positions.
+func TestRestoreIntoAClusterAheadStartsAnEpoch(t *testing.T) {
+	pgDump, pgRestore := pgBin(t, "pg_dump"), pgBin(t, "pg_restore")
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	const tenant = "t"
+	srcURL := pgtest.NewURL(t)
+	src, err := pgxpool.New(ctx, srcURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if onCitus(ctx, t, src) {
+		t.Skip("a Citus cluster is backed up and restored node by node, not with pg_dump into one Postgres")
+	}
+	writeN(ctx, t, src, tenant, "old", 20)
+	if _, err := followFrom(ctx, src, tenant, 0, 20); err != nil {
+		t.Fatal(err)
+	}
+	dump := filepath.Join(t.TempDir(), "feed.dump")
+	if out, err := exec.CommandContext(ctx, pgDump, "-Fc", "-f", dump, "-d", srcURL).CombinedOutput(); err != nil {
+		t.Fatalf("pg_dump: %v\n%s", err, out)
+	}
+	// After the dump the source goes on, and a consumer reads it to 30.
+	writeN(ctx, t, src, tenant, "lost", 10)
+	if _, err := followFrom(ctx, src, tenant, 20, 10); err != nil {
+		t.Fatal(err)
+	}
+	srcPage, err := event.ReadPage(ctx, src, tenant, event.Query{After: 30})
+	if err != nil || srcPage.Epoch == "" {
+		t.Fatalf("source after 30 = %+v, %v", srcPage, err)
+	}
+	var srcNext uint64
+	if err := src.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint`).Scan(&srcNext); err != nil {
+		t.Fatal(err)
+	}
+	ahead := (srcNext/1048576 + 2) * 1048576
+	admin := throwawayClusterAt(ctx, t, ahead)
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `CREATE DATABASE tokend`); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	dstURL := replaceDB(admin, "tokend")
+	if out, err := exec.CommandContext(ctx, pgRestore, "--no-owner", "--exit-on-error", "-d", dstURL, dump).CombinedOutput(); err != nil {
+		t.Fatalf("pg_restore: %v\n%s", err, out)
+	}
+	dst, err := pgxpool.New(ctx, dstURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	var dstNext uint64
+	if err := dst.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint`).Scan(&dstNext); err != nil {
+		t.Fatal(err)
+	}
+	if dstNext < ahead || dstNext <= srcNext {
+		t.Fatalf("the restored cluster's next transaction is %d, want at least %d, past the source's %d", dstNext, ahead, srcNext)
+	}
+	t.Logf("source's next transaction %d; the restored cluster's %d", srcNext, dstNext)
+
+	check := func(when string) {
+		t.Helper()
+		page, err := event.ReadPage(ctx, dst, tenant, event.Query{After: 30, Epoch: srcPage.Epoch})
+		var epochErr *event.CursorEpochError
+		if !errors.As(err, &epochErr) || epochErr.Resume != 20 || epochErr.Epoch == srcPage.Epoch {
+			t.Fatalf("%s: cursor 30 of the source's epoch = %d events in epoch %q, %v; want ErrCursorEpoch resuming after 20 in a new epoch",
+				when, len(page.Events), page.Epoch, err)
+		}
+	}
+	check("restored")
+	newer := writeN(ctx, t, dst, tenant, "new", 10)
+	wait, cancelWait := context.WithTimeout(ctx, pgtest.SettleTimeout)
+	got, err := followFrom(wait, dst, tenant, 20, 10)
+	cancelWait()
+	if err != nil {
+		t.Fatalf("the restored feed after 20: %v; %s", err, pgtest.Unsettled(dst))
+	}
+	for i, e := range got {
+		if e.ID != newer[i] {
+			t.Errorf("restored feed position %d = %s, want %s", e.Position, e.ID, newer[i])
+		}
+	}
+	check("the restored feed at 30")
 }
 
 // replaceDB answers url with its database changed to name.

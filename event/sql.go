@@ -22,8 +22,9 @@ import "strconv"
 // horizonSQL answers tenant $1's horizon (the xmin and xmax of a snapshot
 // taken on the node that stores the tenant's events), its head (position,
 // cursor and epoch), whether it has settled events past the head's cursor,
-// and whether the feed must be rebased (ahead). A read with nothing new takes
-// no lock and writes nothing. It looks at the first event past the cursor
+// whether the feed must be rebased (ahead), this node's identity (nodeSQL)
+// and whether the head has none recorded yet (adopt: written before
+// migration 017). A read with nothing new takes no lock and writes nothing. It looks at the first event past the cursor
 // only: in (xid, seq) order, if that one's transaction has not settled, no
 // later one has.
 //
@@ -35,10 +36,14 @@ import "strconv"
 // tenant's shards moved to another worker, whose counter differs from the
 // ids the feed was positioned by: new events could sort below the cursor
 // and never be positioned, and events positioned before would sort above it
-// and be positioned again. The feed is then rebased (rebaseSQL). An upgrade
-// in place (pg_upgrade) keeps the counter and is not a restore.
+// and be positioned again. The feed is then rebased (rebaseSQL). Ahead is
+// also true when the head was positioned on another node (nodeSQL): a
+// restore into a cluster whose counter is ahead of the source's, or a
+// point-in-time recovery, keeps every id plausible, yet a reader may hold a
+// cursor past the restored head, taken on the source after the backup.
 const horizonSQL = `
-SELECT hz.xmin::text, hz.xmax::text, hz.pos, hz.epoch,
+SELECT hz.xmin::text, hz.xmax::text, hz.pos, hz.epoch, hz.node_now,
+       hz.heads > 0 AND hz.node IS NULL,
        EXISTS (
            SELECT 1 FROM (
                SELECT e.xid FROM token_events e
@@ -49,13 +54,32 @@ SELECT hz.xmin::text, hz.xmax::text, hz.pos, hz.epoch,
            WHERE first.xid < hz.xmin),
        coalesce(hz.xid >= hz.xmin
                 OR (SELECT max(e.xid) FROM token_events e WHERE e.tenant_id = $1) >= hz.xmax, false)
+       OR coalesce(hz.node <> hz.node_now, false)
 FROM (
     SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin, pg_snapshot_xmax(pg_current_snapshot()) AS xmax,
            coalesce(max(h.pos), 0) AS pos, coalesce(max(h.xid), '0') AS xid, coalesce(max(h.seq), 0) AS seq,
-           coalesce(max(h.epoch), '') AS epoch
+           coalesce(max(h.epoch), '') AS epoch, max(h.node) AS node, count(*) AS heads,
+           ` + nodeSQL + ` AS node_now
     FROM event_feed_heads h
     WHERE h.tenant_id = $1
 ) hz`
+
+// nodeSQL is the identity of the node a statement runs on: the cluster's
+// system identifier, which initdb draws at random (pg_dump into another
+// cluster changes it, whatever the target's transaction counter), and the
+// WAL timeline of the current insert position, which a point-in-time
+// recovery or a standby's promotion moves to a new one. In horizonSQL, a
+// SELECT routed to one tenant, it is the node that stores the tenant (on
+// Citus, its worker). pg_upgrade makes a new cluster too: it starts a new
+// epoch, which costs a reader nothing, no cursor being ahead of the feed.
+//
+// pg_control_system reads the control file: the answer is kept in the
+// backend's session (tokend.node), as a backend's node cannot change under
+// it. A restore or a point-in-time recovery restarts the server, and on a
+// standby, where a backend could live through a promotion,
+// pg_current_wal_lsn fails, so nothing is kept from before one.
+const nodeSQL = `coalesce(nullif(current_setting('tokend.node', true), ''), set_config('tokend.node',
+    (SELECT system_identifier::text FROM pg_control_system()) || '/' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8), false))`
 
 // rebaseSQL rebases a tenant's feed onto this node's transaction ids, with
 // the head locked at position $2 and horizon (xmin) $3: it positions every
@@ -70,7 +94,7 @@ FROM (
 // are the ones the feed had before, and those after it may have been handed
 // out to other events before the restore. The epoch it ends is kept, with
 // the position it started at, so that a cursor of any earlier epoch is
-// judged (see Epoch).
+// judged (see Epoch). $5 is the node the feed now runs on (nodeSQL).
 const rebaseSQL = `
 WITH lost AS (
     SELECT e.token_id, e.seq, e.at, row_number() OVER (ORDER BY e.seq) AS n
@@ -93,7 +117,7 @@ SET pos = $2::bigint + (SELECT count(*) FROM lost),
     xid = ($3::text::numeric - 1)::text::xid8, seq = 9223372036854775807,
     prior_epochs = coalesce(h.prior_epochs, '{}') || coalesce(h.epoch, ''),
     prior_bases = coalesce(h.prior_bases, '{}') || coalesce(h.epoch_base, 0),
-    epoch = $4, epoch_base = $2::bigint
+    epoch = $4, epoch_base = $2::bigint, node = $5
 WHERE h.tenant_id = $1
 RETURNING h.pos - $2::bigint`
 
@@ -102,11 +126,12 @@ RETURNING h.pos - $2::bigint`
 const notifySQL = `SELECT pg_notify('` + NotifyChannel + `', $1)`
 
 // lockHeadSQL locks the tenant's feed head, creating it on first use in
-// epoch $2, and answers the last position handed out and the cursor after
-// which events still wait for one.
+// epoch $2 on node $3, recording node $3 on a head that has none, and
+// answers the last position handed out and the cursor after which events
+// still wait for one.
 const lockHeadSQL = `
-INSERT INTO event_feed_heads AS h (tenant_id, pos, epoch, epoch_base) VALUES ($1, 0, $2, 0)
-ON CONFLICT (tenant_id) DO UPDATE SET pos = h.pos
+INSERT INTO event_feed_heads AS h (tenant_id, pos, epoch, epoch_base, node) VALUES ($1, 0, $2, 0, $3)
+ON CONFLICT (tenant_id) DO UPDATE SET pos = h.pos, node = coalesce(h.node, $3)
 RETURNING pos, xid::text, seq`
 
 // positionSQL numbers up to $5 events after the head's cursor ($3, $4) whose

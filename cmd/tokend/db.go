@@ -7,7 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -58,13 +58,14 @@ func (c dbConfig) connect(ctx context.Context) (*pgx.Conn, error) {
 }
 
 // applyMigrations applies the schema on a session of its own, waiting at
-// most MigrationLockTimeout for a lock another process holds, and says how
-// many migrations it applied.
+// most MigrationLockTimeout in all for the locks it needs (each DDL's wait
+// cut short and retried, migrations.Options), and says how many
+// migrations it applied.
 //
 // It first checks that the session URL keeps a session (checkSession):
 // migrations and LISTEN need one, and a transaction-pooling proxy that
 // seems to work at start fails requests later.
-func (c dbConfig) applyMigrations(ctx context.Context) (int, error) {
+func (c dbConfig) applyMigrations(ctx context.Context, log *slog.Logger) (int, error) {
 	if err := c.checkSession(ctx); err != nil {
 		return 0, err
 	}
@@ -84,42 +85,44 @@ func (c dbConfig) applyMigrations(ctx context.Context) (int, error) {
 	var n int
 	for _, set := range []migrations.Set{migrations.Schema, ledger.Migrations} {
 		var applied int
-		applied, err = set.Apply(ctx, conn)
+		applied, err = set.ApplyWith(ctx, conn, migrations.Options{WaitFor: timeout, Logger: log})
 		n += applied
 		if err != nil {
 			break
 		}
 	}
-	if store.LockNotAvailable(err) {
-		return n, fmt.Errorf("migrations: waited %s (TOKEND_MIGRATION_LOCK_TIMEOUT) for a lock another session holds (%s): "+
-			"another tokend migrating, or a session left holding it; end that session (pg_terminate_backend) or wait: %w", timeout, lockHolders(ctx, cc), err)
+	if store.LockNotAvailable(err) || store.Deadlock(err) {
+		return n, fmt.Errorf("migrations: waited %s (TOKEND_MIGRATION_LOCK_TIMEOUT) for locks, each DDL's wait cut at %s and retried: "+
+			"end the session named (pg_terminate_backend), or run tokend migrate again when it is gone: %w", timeout, migrations.DefaultLockTimeout, err)
 	}
 	return n, err
 }
 
-// lockHolders says which other sessions of the database hold the locks a
-// migration can wait for (advisory locks, and locks on tables), on a
-// connection of its own: the migration's may be in a failed transaction.
-func lockHolders(ctx context.Context, cc *pgx.ConnConfig) string {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	conn, err := pgx.ConnectConfig(ctx, cc)
+// allowSuperuserVar lets serve run as a superuser.
+const allowSuperuserVar = "TOKEND_ALLOW_SUPERUSER"
+
+// checkRole refuses to serve as a Postgres superuser unless allowed: a
+// superuser bypasses row security and grants, and can read files and run
+// programs on the database host, so a flaw in tokend would have the whole
+// cluster. Allowed, it says so in the log. docs/operations.md has the
+// runtime role's grants.
+func (c dbConfig) checkRole(ctx context.Context, allowed bool, log *slog.Logger) error {
+	conn, err := c.connect(ctx)
 	if err != nil {
-		return "could not ask who: " + err.Error()
+		return fmt.Errorf("database: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	holders, err := store.LockHolders(ctx, conn)
-	if err != nil {
-		return "could not ask who: " + err.Error()
+	role, super, err := store.Superuser(ctx, conn)
+	switch {
+	case err != nil:
+		return fmt.Errorf("database: %w", err)
+	case !super:
+		return nil
+	case allowed:
+		log.Warn("serving as a superuser, because "+allowSuperuserVar+"=1; give serve a runtime role instead (docs/operations.md)", "role", role)
+		return nil
 	}
-	var held []string
-	for _, h := range holders {
-		held = append(held, fmt.Sprintf("pid %d, application_name %q, client %s, %s for %ds, holding %s", h.PID, h.App, h.Client, h.State, h.ForSeconds, h.Locks))
-	}
-	if len(held) == 0 {
-		return "none holds one now"
-	}
-	return "held by " + strings.Join(held, "; ")
+	return fmt.Errorf("TOKEND_DATABASE_URL connects as %q, a superuser: serve refuses to run as one; connect as a runtime role with only the grants serve needs (docs/operations.md), or set %s=1", role, allowSuperuserVar)
 }
 
 // errNoSession is why tokend refuses to start on a connection that does

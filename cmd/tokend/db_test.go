@@ -51,7 +51,8 @@ func TestPoolSettingsInTheURL(t *testing.T) {
 // TestMigrateGivesUpOnAHeldLock: while another session holds a lock the
 // migration needs (here the version table, as a crashed migrator's
 // session would), `tokend migrate` fails after TOKEND_MIGRATION_LOCK_TIMEOUT
-// with a message saying what to look at, instead of hanging.
+// with a message saying what to look at, instead of hanging; so does
+// serve, which migrates at start.
 func TestMigrateGivesUpOnAHeldLock(t *testing.T) {
 	t.Parallel()
 	dbURL := pgtest.NewURL(t)
@@ -84,6 +85,16 @@ func TestMigrateGivesUpOnAHeldLock(t *testing.T) {
 	}
 	if n := strings.Count(strings.TrimSpace(stderr.String()), "\n"); n != 0 {
 		t.Errorf("stderr has %d lines, want one: %q", n+1, stderr.String())
+	}
+	// serve migrates at start with the same runner, and fails the same way.
+	serveEnv := map[string]string{"TOKEND_SECRET_KEY": strings.Repeat("k", 32), "TOKEND_LISTEN": "127.0.0.1:0", "TOKEND_ALLOW_SUPERUSER": "1"}
+	for k, v := range env {
+		serveEnv[k] = v
+	}
+	stderr.Reset()
+	code = run(ctx, []string{"serve"}, func(k string) string { return serveEnv[k] }, &stdout, &stderr)
+	if code == 0 || !strings.Contains(stderr.String(), "TOKEND_MIGRATION_LOCK_TIMEOUT") || !strings.Contains(stderr.String(), fmt.Sprintf("pid %d,", holder.PgConn().PID())) {
+		t.Errorf("serve with the lock held: exit %d, stderr %q; want a failure naming TOKEND_MIGRATION_LOCK_TIMEOUT and the holder", code, stderr.String())
 	}
 	if err := tx.Rollback(t.Context()); err != nil {
 		t.Fatal(err)
@@ -159,7 +170,7 @@ func TestRefusesTransactionPooling(t *testing.T) {
 		{"a pooled session URL", map[string]string{"TOKEND_DATABASE_URL": pooled, "TOKEND_DATABASE_POOLING": "transaction", "TOKEND_DATABASE_SESSION_URL": pooled}, "TOKEND_DATABASE_SESSION_URL"},
 	} {
 		for _, cmd := range []string{"migrate", "serve"} {
-			env := map[string]string{"TOKEND_SECRET_KEY": strings.Repeat("k", 32), "TOKEND_LISTEN": "127.0.0.1:0"}
+			env := map[string]string{"TOKEND_SECRET_KEY": strings.Repeat("k", 32), "TOKEND_LISTEN": "127.0.0.1:0", "TOKEND_ALLOW_SUPERUSER": "1"}
 			for k, v := range tc.env {
 				env[k] = v
 			}

@@ -37,7 +37,8 @@ environment (a flag overrides its variable):
   TOKEND_DATABASE_URL          Postgres URL (required)
   TOKEND_DATABASE_POOLING      session, or transaction behind a transaction-pooling proxy (default session)
   TOKEND_DATABASE_SESSION_URL  Postgres URL with sessions of their own, for migrations and LISTEN (default the above)
-  TOKEND_MIGRATION_LOCK_TIMEOUT how long migrating waits for a lock another session holds (default 1m)
+  TOKEND_MIGRATION_LOCK_TIMEOUT how long migrating waits in all for locks, each DDL's wait cut at 2s and retried (default 1m)
+  TOKEND_ALLOW_SUPERUSER       serve: 1 lets serve connect as a Postgres superuser, which it refuses otherwise (default off)
   TOKEND_SECRET_KEY            serve: at least 32 bytes of random text, token secrets derive from it (required)
   TOKEND_SECRET_KEY_FILE       serve: a file holding TOKEND_SECRET_KEY instead (see secrets from files below)
   TOKEND_PREVIOUS_SECRET_KEYS  serve: comma-separated former secret keys, after a rotation

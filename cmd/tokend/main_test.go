@@ -149,6 +149,7 @@ func TestServe(t *testing.T) {
 		"TOKEND_DATABASE_URL=" + dbURL,
 		"TOKEND_SECRET_KEY=" + strings.Repeat("k", 40),
 		"TOKEND_PREVIOUS_SECRET_KEYS=" + strings.Repeat("p", 40),
+		"TOKEND_ALLOW_SUPERUSER=1",
 	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

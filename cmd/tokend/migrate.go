@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 )
 
 // migrate applies the schema migrations and says how many it applied, so
@@ -16,7 +17,8 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
 	}
-	n, err := cfg.applyMigrations(ctx)
+	// A retry of a migration waiting for a lock is one line on stderr.
+	n, err := cfg.applyMigrations(ctx, slog.New(slog.NewTextHandler(stderr, nil)))
 	switch {
 	case err != nil:
 		return err

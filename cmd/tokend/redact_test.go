@@ -35,7 +35,7 @@ func TestServeRedactsSecrets(t *testing.T) {
 	}
 
 	cmd := exec.Command(proctest.Binary(t), "serve", "--listen", "127.0.0.1:0")
-	cmd.Env = []string{"TOKEND_DATABASE_URL=" + dbURL, "TOKEND_SECRET_KEY=" + strings.Repeat("k", 40)}
+	cmd.Env = []string{"TOKEND_DATABASE_URL=" + dbURL, "TOKEND_SECRET_KEY=" + strings.Repeat("k", 40), "TOKEND_ALLOW_SUPERUSER=1"}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

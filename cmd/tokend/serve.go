@@ -54,7 +54,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	if _, err := cfg.applyMigrations(ctx); err != nil {
+	if err := cfg.checkRole(ctx, getenv(allowSuperuserVar) == "1", log); err != nil {
+		return err
+	}
+	if _, err := cfg.applyMigrations(ctx, log); err != nil {
 		return err
 	}
 	pool, err := newPool(ctx, cfg.dbConfig, cfg.DatabaseURL)

@@ -150,7 +150,8 @@ func TestDocsNameRealTests(t *testing.T) {
 		t.Fatal(err)
 	}
 	nameRE := regexp.MustCompile(`\b(Test[A-Z][A-Za-z0-9_]*|Benchmark[A-Z][A-Za-z0-9_]*|Fuzz[A-Z][A-Za-z0-9_]*)\b`)
-	for _, doc := range []string{"README.md", filepath.Join("docs", "deploy.md")} {
+	for _, doc := range []string{"README.md", filepath.Join("docs", "deploy.md"), filepath.Join("docs", "operations.md"),
+		filepath.Join("docs", "citus.md"), filepath.Join("docs", "architecture.md")} {
 		text, err := os.ReadFile(filepath.Join(root, doc))
 		if err != nil {
 			t.Fatal(err)

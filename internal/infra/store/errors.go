@@ -17,6 +17,13 @@ func LockNotAvailable(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.LockNotAvailable
 }
 
+// Deadlock reports whether err is Postgres ending a deadlock by failing
+// this transaction (SQLSTATE 40P01).
+func Deadlock(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.DeadlockDetected
+}
+
 // NotText reports whether err is Postgres refusing a string it cannot store:
 // an invalid byte sequence (a NUL or invalid UTF-8 in a text value) or an
 // untranslatable character (\u0000 in jsonb).

@@ -91,3 +91,69 @@ func ReadSession(ctx context.Context, q db.DBTX) (pid int32, mark string, err er
 	err = q.QueryRow(ctx, SessionReadSQL).Scan(&pid, &mark)
 	return pid, mark, err
 }
+
+// TablesSQL lists the tables of the current schema, for a migration runner
+// that locks the ones a migration names before it runs (migrations.Set).
+const TablesSQL = `
+SELECT c.relname FROM pg_class c
+WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p')`
+
+// Tables answers the names of the current schema's tables (TablesSQL).
+func Tables(ctx context.Context, q db.DBTX) ([]string, error) {
+	rows, err := q.Query(ctx, TablesSQL)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// BlockersSQL lists, oldest transaction first, the other sessions holding
+// a lock on table $1 (any mode: a migration's ACCESS EXCLUSIVE conflicts
+// with all) or an advisory lock, with their statement, string literals
+// replaced by '?' and cut to 120 characters, so that no secret a client
+// wrote in a literal reaches a log.
+const BlockersSQL = `
+SELECT a.pid, coalesce(a.application_name, ''), coalesce(a.state, ''),
+       coalesce(extract(epoch FROM now() - coalesce(a.xact_start, a.backend_start))::bigint, 0),
+       string_agg(DISTINCT CASE WHEN l.locktype = 'advisory' THEN 'an advisory lock'
+                                ELSE l.mode || ' on ' || l.relation::regclass::text END, ', '),
+       left(regexp_replace(coalesce(a.query, ''), '''([^'']|'''')*''', '''?''', 'g'), 120)
+FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.granted AND l.pid <> pg_backend_pid() AND a.datname = current_database()
+  AND ((l.locktype = 'relation' AND l.relation = to_regclass($1)) OR ($1 = '' AND l.locktype = 'advisory'))
+GROUP BY a.pid, a.application_name, a.state, a.xact_start, a.backend_start, a.query
+ORDER BY coalesce(a.xact_start, a.backend_start)
+LIMIT 3`
+
+// Blocker is a session holding a lock another waits for (BlockersSQL).
+type Blocker struct {
+	PID              int32
+	App, State       string
+	ForSeconds       int64
+	Locks, Statement string
+}
+
+// Blockers reads the other sessions holding a lock on table, or an
+// advisory lock when table is "" (BlockersSQL).
+func Blockers(ctx context.Context, q db.DBTX, table string) ([]Blocker, error) {
+	rows, err := q.Query(ctx, BlockersSQL, table)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Blocker, error) {
+		var b Blocker
+		err := r.Scan(&b.PID, &b.App, &b.State, &b.ForSeconds, &b.Locks, &b.Statement)
+		return b, err
+	})
+}
+
+// SuperuserSQL answers the role the session runs as, and whether it is a
+// superuser.
+const SuperuserSQL = `SELECT current_user::text, current_setting('is_superuser') = 'on'`
+
+// Superuser answers the session's role and whether it is a superuser
+// (SuperuserSQL).
+func Superuser(ctx context.Context, q db.DBTX) (role string, super bool, err error) {
+	err = q.QueryRow(ctx, SuperuserSQL).Scan(&role, &super)
+	return role, super, err
+}

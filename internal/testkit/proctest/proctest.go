@@ -159,6 +159,8 @@ func (s *Server) start() {
 		"TOKEND_LISTEN="+s.addr,
 		"TOKEND_SECRET_KEY="+SecretKey,
 		"TOKEND_REDIS_URL="+redisURL,
+		// Tests connect as the server's superuser.
+		"TOKEND_ALLOW_SUPERUSER=1",
 	)
 	cmd.Env = append(cmd.Env, s.opts.Env...)
 	logs := &bytes.Buffer{}
