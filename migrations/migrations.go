@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"regexp"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/tern/v2/migrate"
@@ -71,12 +72,15 @@ func (s Set) Apply(ctx context.Context, conn *pgx.Conn) (applied int, err error)
 // there. A migration applied to a distributed schema must also keep to one
 // subcommand per ALTER TABLE and one index per DROP INDEX, as Citus
 // requires (migrations 001-011 run before 012 distributes, on local tables).
+// A migration marked to run outside a transaction (tern's disable-tx line,
+// for CREATE INDEX CONCURRENTLY) still does.
 func statementByStatement(m *migrate.Migrator) {
 	for _, mig := range m.Migrations {
 		if mig.UpSQL == "" {
 			continue
 		}
 		statements, name := split(mig.UpSQL), mig.Name
+		mig.DisableFuncTx = disableTx.MatchString(mig.UpSQL)
 		mig.UpSQL = ""
 		mig.UpFunc = func(ctx context.Context, conn *pgx.Conn) error {
 			for _, st := range statements {
@@ -88,6 +92,9 @@ func statementByStatement(m *migrate.Migrator) {
 		}
 	}
 }
+
+// disableTx is tern's line for a migration run outside a transaction.
+var disableTx = regexp.MustCompile(`(?m)^---- tern: disable-tx ----$`)
 
 // Checksum is a hex SHA-256 over the names and contents of s's files: two
 // binaries with the same Checksum build the same schema.
