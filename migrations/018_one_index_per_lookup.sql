@@ -29,18 +29,29 @@
 -- while each index builds (a plain CREATE INDEX blocks every write to
 -- tokens for the whole build); each statement commits alone, the new index
 -- before the old one goes, so there is always an arbiter for the insert.
--- Every statement can run again after a failure halfway: an index a failed
--- build left invalid is dropped and built anew. Dropping the old
--- constraints takes tokens' lock for a moment only (lock_timeout bounds it).
-DROP INDEX CONCURRENTLY IF EXISTS tokens_by_state_tenant;
-CREATE INDEX CONCURRENTLY tokens_by_state_tenant ON tokens (state, tenant_id, id);
+-- Every statement can run again after a failure halfway: a build that
+-- failed leaves its index invalid, which the next run drops (a plain DROP
+-- INDEX of an index nothing uses, a moment's lock) and builds anew; a
+-- valid one is kept. Dropping the old constraints takes tokens' lock for a
+-- moment only (lock_timeout bounds it).
+DO $$
+DECLARE
+    i regclass;
+BEGIN
+    FOREACH i IN ARRAY ARRAY[to_regclass('tokens_by_state_tenant'), to_regclass('tokens_secret_hash'), to_regclass('tokens_intent')] LOOP
+        IF i IS NOT NULL AND NOT (SELECT indisvalid FROM pg_index WHERE indexrelid = i) THEN
+            EXECUTE format('DROP INDEX %s', i);
+        END IF;
+    END LOOP;
+END
+$$;
+
+CREATE INDEX CONCURRENTLY IF NOT EXISTS tokens_by_state_tenant ON tokens (state, tenant_id, id);
 DROP INDEX CONCURRENTLY IF EXISTS tokens_by_state;
 ALTER INDEX tokens_by_state_tenant RENAME TO tokens_by_state;
 
-DROP INDEX CONCURRENTLY IF EXISTS tokens_secret_hash;
-CREATE UNIQUE INDEX CONCURRENTLY tokens_secret_hash ON tokens (secret_hash, tenant_id);
+CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS tokens_secret_hash ON tokens (secret_hash, tenant_id);
 ALTER TABLE tokens DROP CONSTRAINT IF EXISTS tokens_tenant_id_secret_hash_key;
 
-DROP INDEX CONCURRENTLY IF EXISTS tokens_intent;
-CREATE UNIQUE INDEX CONCURRENTLY tokens_intent ON tokens (operation, tenant_id, intent_id);
+CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS tokens_intent ON tokens (operation, tenant_id, intent_id);
 ALTER TABLE tokens DROP CONSTRAINT IF EXISTS tokens_tenant_id_operation_intent_id_key;
