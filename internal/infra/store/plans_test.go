@@ -23,7 +23,7 @@ import (
 // token_events hold a handful of rows, never analyzed, as a new deployment
 // has them; a prepared statement settles on its generic plan at the sixth
 // execution and keeps it until the table is analyzed. The tables then grow
-// to 30,000 tokens of one tenant and 300 of another, with their events,
+// to 20,000 tokens of one tenant and 200 of another, with their events,
 // and each statement, through the same prepared statement, must touch
 // about as many buffers per call as it did on the tiny tables: a plan that
 // walks the tenant's tokens (an index leading with tenant_id taken for a
@@ -142,14 +142,14 @@ func TestPointStatementsStayFlatAsTokensGrow(t *testing.T) {
 		t.Fatalf("the issue's event insert made %d generic plans (%v): the test does not test what it says", generic, err)
 	}
 
-	load("big", 4, 30000)
-	load("small", 2, 300)
+	load("big", 4, 20000)
+	load("small", 2, 200)
 	for i, c := range cases {
 		got := buffersPerCall(ctx, t, conn, c.name, c.sql, c.args)
 		// An index grows a level or two; a walk of the tenant's tokens
 		// touches hundreds of pages.
 		if limit := 2*tiny[i] + 8; got > limit {
-			t.Errorf("%s: %d buffers per call at 30,000 tokens, %d on the tiny tables (at most %d)", c.name, got, tiny[i], limit)
+			t.Errorf("%s: %d buffers per call at 20,000 tokens, %d on the tiny tables (at most %d)", c.name, got, tiny[i], limit)
 		} else {
 			t.Logf("%s: %d buffers per call, %d on the tiny tables", c.name, got, tiny[i])
 		}
