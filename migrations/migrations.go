@@ -258,23 +258,29 @@ func setLockTimeout(ctx context.Context, conn *pgx.Conn, d time.Duration, local 
 // requires (migrations 001-011 run before 012 distributes, on local
 // tables). On Citus no table is locked up front: LOCK on a distributed
 // table would lock its shards on every worker; lock_timeout and the
-// retries alone keep traffic moving there.
+// retries alone keep traffic moving there. A migration marked to run
+// outside a transaction (tern's disable-tx line, for CREATE INDEX
+// CONCURRENTLY) locks no table up front either, which is its point: it runs
+// statement by statement with the session's lock_timeout, and must be
+// written so that a rerun after a failure halfway completes it.
 func wrap(m *migrate.Migrator, citus bool, d time.Duration) {
 	for _, mig := range m.Migrations {
 		if mig.UpSQL == "" {
 			continue
 		}
 		sql, name := mig.UpSQL, mig.Name
+		noTx := disableTx.MatchString(sql)
+		mig.DisableFuncTx = noTx
 		statements := []string{sql}
-		if citus {
+		if citus || noTx {
 			statements = split(sql)
 		}
 		mig.UpSQL = ""
 		mig.UpFunc = func(ctx context.Context, conn *pgx.Conn) error {
-			if err := setLockTimeout(ctx, conn, d, true); err != nil {
+			if err := setLockTimeout(ctx, conn, d, !noTx); err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
-			if !citus {
+			if !citus && !noTx {
 				if err := lockTables(ctx, conn, name, sql); err != nil {
 					return err
 				}
@@ -354,6 +360,9 @@ func stripComments(st string) string {
 	}
 	return b.String()
 }
+
+// disableTx is tern's line for a migration run outside a transaction.
+var disableTx = regexp.MustCompile(`(?m)^---- tern: disable-tx ----$`)
 
 // Checksum is a hex SHA-256 over the names and contents of s's files: two
 // binaries with the same Checksum build the same schema.
