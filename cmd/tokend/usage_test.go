@@ -35,26 +35,29 @@ func envVars(text string) []string {
 	return slices.Compact(vars)
 }
 
-// The usage text and the README name the same variables, so that neither
-// can gain one the other lacks.
-func TestUsageListsEveryReadmeVariable(t *testing.T) {
+// The usage text and docs/configuration.md, the reference of every
+// variable, name the same variables, so that neither can gain one the other
+// lacks; a variable the README or another page names is one the usage text
+// lists.
+func TestUsageListsEveryDocumentedVariable(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	root := filepath.Join("..", "..")
+	reference, err := os.ReadFile(filepath.Join(root, "docs", "configuration.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	documented, listed := envVars(string(readme)), envVars(usage)
+	documented, listed := envVars(string(reference)), envVars(usage)
 	if len(documented) == 0 {
-		t.Fatal("found no TOKEND_ variable in README.md")
+		t.Fatal("found no TOKEND_ variable in docs/configuration.md")
 	}
 	for _, v := range documented {
 		if !slices.Contains(listed, v) {
-			t.Errorf("README.md documents %s; the usage text does not list it", v)
+			t.Errorf("docs/configuration.md documents %s; the usage text does not list it", v)
 		}
 	}
 	for _, v := range listed {
 		if !slices.Contains(documented, v) {
-			t.Errorf("the usage text lists %s; README.md does not document it", v)
+			t.Errorf("the usage text lists %s; docs/configuration.md does not document it", v)
 		}
 	}
 	// Each is also explained, one line of its own, not just named in passing.
@@ -63,6 +66,52 @@ func TestUsageListsEveryReadmeVariable(t *testing.T) {
 			t.Errorf("the usage text has no line explaining %s", v)
 		}
 	}
+	// The table of docs/configuration.md has a row for each, with its default.
+	rowRE := regexp.MustCompile("(?m)^\\| `(TOKEND_[A-Z0-9_]+)` \\| [^|]+ \\| ")
+	rows := map[string]bool{}
+	for _, m := range rowRE.FindAllStringSubmatch(string(reference), -1) {
+		rows[m[1]] = true
+	}
+	for _, v := range listed {
+		if !rows[v] {
+			t.Errorf("docs/configuration.md has no table row for %s", v)
+		}
+	}
+	// Every other page names only variables tokend reads.
+	for _, doc := range docPages(t, root) {
+		if doc == filepath.Join("docs", "configuration.md") {
+			continue
+		}
+		text, err := os.ReadFile(filepath.Join(root, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range envVars(string(text)) {
+			// NAME_FILE is how any secret variable NAME is read from a file.
+			if !slices.Contains(listed, v) && !slices.Contains(listed, strings.TrimSuffix(v, "_FILE")) {
+				t.Errorf("%s names %s; the usage text does not list it", doc, v)
+			}
+		}
+	}
+}
+
+// docPages are the user's documentation: README.md, SECURITY.md and every
+// page under docs/, as paths relative to root.
+func docPages(t *testing.T, root string) []string {
+	t.Helper()
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil || len(pages) < 5 {
+		t.Fatalf("docs/*.md: %v, %v", pages, err)
+	}
+	docs := []string{"README.md", "SECURITY.md"}
+	for _, p := range pages {
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, rel)
+	}
+	return docs
 }
 
 // tokend migrate says whether it applied migrations, and how many.
@@ -119,7 +168,7 @@ func plural(n int) string {
 	return strconv.Itoa(n) + " migrations"
 }
 
-// The README and the deployment guide name the tests that show what they
+// The README and every page under docs/ name the tests that show what they
 // say; each name must be a test that exists, so that a renamed or removed
 // test does not leave a statement standing on nothing.
 func TestDocsNameRealTests(t *testing.T) {
@@ -150,8 +199,7 @@ func TestDocsNameRealTests(t *testing.T) {
 		t.Fatal(err)
 	}
 	nameRE := regexp.MustCompile(`\b(Test[A-Z][A-Za-z0-9_]*|Benchmark[A-Z][A-Za-z0-9_]*|Fuzz[A-Z][A-Za-z0-9_]*)\b`)
-	for _, doc := range []string{"README.md", filepath.Join("docs", "deploy.md"), filepath.Join("docs", "operations.md"),
-		filepath.Join("docs", "citus.md"), filepath.Join("docs", "architecture.md")} {
+	for _, doc := range docPages(t, root) {
 		text, err := os.ReadFile(filepath.Join(root, doc))
 		if err != nil {
 			t.Fatal(err)

@@ -30,10 +30,11 @@ func statusByName() map[string]int {
 	return m
 }
 
-// The README's error table lists every status and code the API can send.
-func TestReadmeListsEveryProblem(t *testing.T) {
+// The error table of docs/api.md lists every status and code the API can
+// send.
+func TestDocsListEveryProblem(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "api.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestReadmeListsEveryProblem(t *testing.T) {
 	}
 	for _, p := range sent {
 		if !listed[p] {
-			t.Errorf("the API can answer %s; the README's error table does not list it", p)
+			t.Errorf("the API can answer %s; the error table of docs/api.md does not list it", p)
 		}
 	}
 }

@@ -63,14 +63,25 @@ func NewURL(t testing.TB) string {
 	create := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + " TEMPLATE " + pgx.Identifier{tmpl}.Sanitize()
 	if Citus() {
 		err = onNodes(ctx, create)
-	} else {
-		_, err = admin.Exec(ctx, create)
+	} else if _, err = admin.Exec(ctx, create); err == nil {
+		err = asyncCommits(ctx, admin, name)
 	}
 	if err != nil {
 		t.Fatalf("pgtest: create database: %v", err)
 	}
 	t.Cleanup(func() { dropDatabase(t, name) })
 	return urlFor(name)
+}
+
+// asyncCommits makes a commit in database name return before its WAL is
+// flushed, as the throwaway clusters of scripts/test and internal/faults
+// do for the whole server: a test database outlives no crash of the
+// server, so durability buys nothing, and on a reused server with fsync on
+// every commit would wait for the disk. What other sessions see, and when,
+// is unchanged.
+func asyncCommits(ctx context.Context, admin *pgx.Conn, name string) error {
+	_, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+" SET synchronous_commit = off")
+	return err
 }
 
 // NewEmptyURL creates a database with no schema at all for t, dropped when
@@ -87,8 +98,8 @@ func NewEmptyURL(t testing.TB) string {
 	name := "tokend_test_" + randomSuffix()
 	if Citus() {
 		err = createCitusDB(ctx, name)
-	} else {
-		_, err = admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	} else if _, err = admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err == nil {
+		err = asyncCommits(ctx, admin, name)
 	}
 	if err != nil {
 		t.Fatalf("pgtest: create database: %v", err)

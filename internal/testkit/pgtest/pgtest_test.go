@@ -44,6 +44,14 @@ func TestNewURLClonesMigratedTemplate(t *testing.T) {
 	if seen {
 		t.Fatal("a table created in one test database is visible in another")
 	}
+	// Commits of a test database do not wait for the disk (asyncCommits).
+	var sc string
+	if err := connA.QueryRow(ctx, "SHOW synchronous_commit").Scan(&sc); err != nil {
+		t.Fatal(err)
+	}
+	if want := "off"; !Citus() && sc != want {
+		t.Errorf("synchronous_commit = %s in a test database, want %s", sc, want)
+	}
 }
 
 func countMigrations(t *testing.T) int {

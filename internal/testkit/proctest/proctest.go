@@ -45,9 +45,17 @@ func Binary(t testing.TB) string {
 
 // BinaryWithTags is Binary for a build with tags, a comma-separated list as
 // `go build -tags` takes it ("" is the plain build). Each list is built once
-// per test binary.
+// per test binary. The plain build is $TOKEND_TEST_TOKEND_BIN when set:
+// scripts/test builds cmd/tokend once for every test process, which would
+// otherwise each compile it at the same time.
 func BinaryWithTags(t testing.TB, tags string) string {
 	t.Helper()
+	if bin := os.Getenv("TOKEND_TEST_TOKEND_BIN"); tags == "" && bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			t.Fatalf("TOKEND_TEST_TOKEND_BIN: %v", err)
+		}
+		return bin
+	}
 	dirOnce.Do(func() {
 		removeStaleBuilds()
 		buildDir = filepath.Join(os.TempDir(), fmt.Sprintf("%s%d", buildPrefix, os.Getpid()))
