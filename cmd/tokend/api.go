@@ -37,7 +37,7 @@ func newAPI(ctx context.Context, cfg serveConfig, pool, listen *pgxpool.Pool, ke
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := m.Register(hooks.Collectors()...); err != nil {
+	if err := m.Register(metrics.Cached(hooks.Collectors()...)...); err != nil {
 		return nil, nil, err
 	}
 	// Entries are authenticated under a key derived from the server key,

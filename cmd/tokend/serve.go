@@ -122,6 +122,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		MaxHeaderBytes:    32 << 10, // an API request needs a few hundred bytes of headers
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// Parked long polls answer at once on shutdown: their clients resume
+	// from the cursor, elsewhere or after the restart.
+	srv.RegisterOnShutdown(api.Drain)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
