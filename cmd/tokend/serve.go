@@ -180,7 +180,7 @@ func defaultMaxConns(procs int) int32 { return int32(max(4*procs, minPoolConns))
 func newPool(ctx context.Context, db dbConfig, url string) (*pgxpool.Pool, error) {
 	pc, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, err
+		return nil, parseError("database URL", url, err)
 	}
 	db.applyPoolConfig(pc)
 	if !strings.Contains(url, "pool_max_conns") {
