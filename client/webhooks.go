@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -45,12 +46,43 @@ type WebhookDelivery struct {
 type WebhookRequest struct {
 	URL        string   `json:"url"`
 	EventTypes []string `json:"event_types,omitempty"`
+	// IdempotencyKey is sent as the Idempotency-Key header, the same on
+	// every retry of the call, so that a retry after a lost answer gets the
+	// endpoint (and secret) the first attempt registered instead of a
+	// second endpoint. Empty: the client makes one up for the call. Set
+	// one of your own to make a call repeated later (a restarted script)
+	// register once too.
+	IdempotencyKey string `json:"-"`
 }
 
 // CreateWebhook registers an endpoint; keep the answer's Secret to verify
-// deliveries with (package webhook).
+// deliveries with (package webhook). Meta.Replayed says the answer is one
+// given before under the same IdempotencyKey.
 func (c *Client) CreateWebhook(ctx context.Context, r WebhookRequest) (*Webhook, error) {
-	return c.webhook(ctx, http.MethodPost, "/v1/admin/webhooks", r)
+	return c.webhookOnce(ctx, "/v1/admin/webhooks", r.IdempotencyKey, r)
+}
+
+// webhookOnce posts body under the Idempotency-Key key, or one made up for
+// this call, kept across its retries.
+func (c *Client) webhookOnce(ctx context.Context, path, key string, body any) (*Webhook, error) {
+	if key == "" {
+		key = "tokend-go-" + rand.Text()
+	}
+	cl, err := newCall(http.MethodPost, path, body)
+	if err != nil {
+		return nil, err
+	}
+	cl.header.Set("Idempotency-Key", key)
+	a, err := c.do(ctx, cl, ok)
+	if err != nil {
+		return nil, err
+	}
+	var out Webhook
+	if err := decode(cl, a, &out); err != nil {
+		return nil, err
+	}
+	out.Meta = a.meta()
+	return &out, nil
 }
 
 // Webhook reads an endpoint with its latest deliveries.
@@ -133,11 +165,16 @@ type SecretRotation struct {
 	// new one; 0: the server's TOKEND_WEBHOOK_SECRET_OVERLAP (24 h unless
 	// set). At most a week.
 	OverlapSeconds int64 `json:"overlap_seconds,omitempty"`
+	// IdempotencyKey is sent as the Idempotency-Key header, as in
+	// WebhookRequest: a retry gets the first rotation's secret, and does
+	// not rotate again (which would stop the secret receivers were just
+	// given from signing).
+	IdempotencyKey string `json:"-"`
 }
 
 // RotateWebhookSecret gives an endpoint a new secret, in the answer's
-// Secret, shown this once; deliveries carry signatures under both until
-// PreviousSecretExpiresAt.
+// Secret, shown this once (and to retries under the same IdempotencyKey);
+// deliveries carry signatures under both until PreviousSecretExpiresAt.
 func (c *Client) RotateWebhookSecret(ctx context.Context, id string, r SecretRotation) (*Webhook, error) {
-	return c.webhook(ctx, http.MethodPost, "/v1/admin/webhooks/"+esc(id)+"/rotate-secret", r)
+	return c.webhookOnce(ctx, "/v1/admin/webhooks/"+esc(id)+"/rotate-secret", r.IdempotencyKey, r)
 }

@@ -11,11 +11,15 @@ import (
 )
 
 const webhooksUsage = `usage: tokenctl webhooks <subcommand> [--url URL] [--key KEY] [--json]
-  webhooks create <endpoint-url> [--types issued,spend,...]   register an endpoint; prints its secret, once
+  webhooks create <endpoint-url> [--types issued,spend,...] [--idempotency-key KEY]
+                                                             register an endpoint; prints its secret, once
   webhooks list                                              the tenant's endpoints
   webhooks get <id>                                          an endpoint, its latest deliveries and their attempts
   webhooks enable <id> | disable <id> | delete <id>           disabling parks its deliveries; enabling resumes them
-  webhooks rotate-secret <id> [--overlap 24h]                a new secret, printed once; the old one signs beside it for the overlap
+  webhooks rotate-secret <id> [--overlap 24h] [--idempotency-key KEY]
+                                                             a new secret, printed once; the old one signs beside it for the overlap
+  (create and rotate-secret send an Idempotency-Key, one per run unless --idempotency-key names one:
+   a retry gets the first answer, never a second endpoint or rotation)
   webhooks redeliver <id> [--after POSITION] [--position POSITION] [--all] [--delivered]
                                                              send failed deliveries now; --all also hurries pending and parked
                                                              ones; --delivered also sends those already delivered
@@ -31,11 +35,12 @@ func webhooksCmd(ctx context.Context, e *env, args []string) error {
 	case "create":
 		c := e.newCommand("webhooks create", "webhooks create <endpoint-url> [--types a,b]", "endpoint-url")
 		types := c.fs.String("types", "", "comma-separated event types to deliver; all when empty")
+		key := c.fs.String("idempotency-key", "", "the Idempotency-Key to send: running again with the same key answers the same endpoint and secret; one is made up when empty")
 		ops, err := c.parse(rest)
 		if err != nil {
 			return err
 		}
-		r := client.WebhookRequest{URL: ops[0]}
+		r := client.WebhookRequest{URL: ops[0], IdempotencyKey: *key}
 		if *types != "" {
 			r.EventTypes = strings.Split(*types, ",")
 		}
@@ -76,6 +81,7 @@ func webhooksCmd(ctx context.Context, e *env, args []string) error {
 	case "rotate-secret":
 		c := e.newCommand("webhooks rotate-secret", "webhooks rotate-secret <id> [--overlap 24h]", "id")
 		overlap := c.fs.Duration("overlap", 0, "how long the old secret keeps signing beside the new one; 0: the server's default")
+		key := c.fs.String("idempotency-key", "", "the Idempotency-Key to send: running again with the same key answers the same secret, without rotating again; one is made up when empty")
 		ops, err := c.parse(rest)
 		if err != nil {
 			return err
@@ -83,7 +89,7 @@ func webhooksCmd(ctx context.Context, e *env, args []string) error {
 		if *overlap < 0 || *overlap%time.Second != 0 {
 			return usagef("webhooks rotate-secret: --overlap %s: want whole seconds, e.g. 24h", *overlap)
 		}
-		r := client.SecretRotation{OverlapSeconds: int64(*overlap / time.Second)}
+		r := client.SecretRotation{OverlapSeconds: int64(*overlap / time.Second), IdempotencyKey: *key}
 		return webhookCall(c, func(api *client.Client) (*client.Webhook, error) { return api.RotateWebhookSecret(ctx, ops[0], r) })
 	case "redeliver":
 		c := e.newCommand("webhooks redeliver", "webhooks redeliver <id> [--after POSITION] [--position POSITION] [--all] [--delivered]", "id")

@@ -59,3 +59,28 @@ func TestWebhooks(t *testing.T) {
 	f.fails(exitError, "invalid_request", "webhooks", "create", "ftp://hooks.example/")
 	f.fails(exitUsage, "webhooks: want", "webhooks")
 }
+
+// TestWebhookWritesRunTwiceWriteOnce: create and rotate-secret run again
+// with the same --idempotency-key (a script re-run after a lost answer)
+// print the same endpoint and secret, and register or rotate once.
+func TestWebhookWritesRunTwiceWriteOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	secret := regexp.MustCompile(`(?m)^secret +(whsec_\S+)`)
+	a := f.ok("webhooks", "create", "https://hooks.example/once", "--idempotency-key", "setup-1")
+	b := f.ok("webhooks", "create", "https://hooks.example/once", "--idempotency-key", "setup-1")
+	if a.stdout != b.stdout || secret.FindStringSubmatch(a.stdout) == nil {
+		t.Fatalf("create twice:\n%s\n%s", a.stdout, b.stdout)
+	}
+	var n int
+	if err := f.db.QueryRow(t.Context(), `SELECT count(*) FROM webhook_endpoints WHERE url = 'https://hooks.example/once'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d endpoints, %v; want 1", n, err)
+	}
+	id := regexp.MustCompile(`(?m)^id +(whe_\w+)$`).FindStringSubmatch(a.stdout)[1]
+	r1 := f.ok("webhooks", "rotate-secret", id, "--idempotency-key", "rotate-1")
+	r2 := f.ok("webhooks", "rotate-secret", id, "--idempotency-key", "rotate-1")
+	if secret.FindStringSubmatch(r1.stdout)[1] != secret.FindStringSubmatch(r2.stdout)[1] {
+		t.Fatalf("rotate twice with one key gave two secrets:\n%s\n%s", r1.stdout, r2.stdout)
+	}
+	f.fails(exitError, "idempotency_key_reused", "webhooks", "create", "https://hooks.example/other", "--idempotency-key", "setup-1")
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -37,7 +38,7 @@ func newAPI(ctx context.Context, cfg serveConfig, pool, listen *pgxpool.Pool, ke
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := m.Register(hooks.Collectors()...); err != nil {
+	if err := m.Register(metrics.Cached(hooks.Collectors()...)...); err != nil {
 		return nil, nil, err
 	}
 	// Entries are authenticated under a key derived from the server key,
@@ -71,6 +72,9 @@ func newAPI(ctx context.Context, cfg serveConfig, pool, listen *pgxpool.Pool, ke
 		log.Warn("demo app on at /demo: anyone can sign in and have tokens issued; turn TOKEND_DEMO off on a production server")
 	}
 	ops, err := console.New(console.Config{Pool: pool, SecretKey: cfg.SecretKey, Logger: log, SecretOverlap: cfg.WebhookSecretOverlap,
+		// The API's rate limit, per API key: the server is made below,
+		// before any request.
+		Allow:   func(ctx context.Context, keyID string) (bool, time.Duration) { return api.Allow(ctx, keyID) },
 		Changed: func(ctx context.Context, r token.Record) { c.Invalidate(ctx, r.Tenant, r.ID, r.State, r.Generation) },
 	})
 	if err != nil {

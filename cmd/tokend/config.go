@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -58,9 +59,9 @@ func (c dbConfig) Validate() error {
 	if c.DatabaseURL == "" {
 		return errors.New("TOKEND_DATABASE_URL (or --database-url) is required")
 	}
-	// pgx redacts the password from its parse errors.
+	// The error never quotes the URL: parseError.
 	if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
-		return fmt.Errorf("TOKEND_DATABASE_URL: %v", err)
+		return parseError("TOKEND_DATABASE_URL", c.DatabaseURL, err)
 	}
 	switch c.Pooling {
 	case poolingSession, "":
@@ -73,7 +74,7 @@ func (c dbConfig) Validate() error {
 	}
 	if c.SessionURL != "" {
 		if _, err := pgxpool.ParseConfig(c.SessionURL); err != nil {
-			return fmt.Errorf("TOKEND_DATABASE_SESSION_URL: %v", err)
+			return parseError("TOKEND_DATABASE_SESSION_URL", c.SessionURL, err)
 		}
 	}
 	if c.MigrationLockTimeout < 0 {
@@ -118,11 +119,12 @@ type serveConfig struct {
 	Demo bool
 	// SecretKey derives token secrets (TOKEND_SECRET_KEY, at least
 	// token.MinKeyLen bytes); PreviousSecretKeys (TOKEND_PREVIOUS_SECRET_KEYS,
-	// comma-separated) are the keys rotated out, still needed to re-issue
+	// comma-separated or one per line) are the keys rotated out, still needed to re-issue
 	// tokens derived under them. Keys come from the environment only: a
 	// command line is visible to every user of the machine.
 	SecretKey          string
 	PreviousSecretKeys []string
+	previousKeysFile   string // TOKEND_PREVIOUS_SECRET_KEYS_FILE, to name in errors
 }
 
 func (c *serveConfig) bind(fs *flag.FlagSet, env envFlags) {
@@ -173,11 +175,23 @@ func (c *serveConfig) bind(fs *flag.FlagSet, env envFlags) {
 func (c *serveConfig) readKeys(getenv func(string) string) {
 	c.SecretKey = getenv("TOKEND_SECRET_KEY")
 	c.PreviousSecretKeys = nil
-	for k := range strings.SplitSeq(getenv("TOKEND_PREVIOUS_SECRET_KEYS"), ",") {
+	// Comma-separated, or one per line (as a file of them is written most
+	// naturally): a line break is never part of a key.
+	for _, k := range strings.FieldsFunc(getenv("TOKEND_PREVIOUS_SECRET_KEYS"), func(r rune) bool { return r == ',' || r == '\n' || r == '\r' }) {
 		if k = strings.TrimSpace(k); k != "" {
 			c.PreviousSecretKeys = append(c.PreviousSecretKeys, k)
 		}
 	}
+	c.previousKeysFile = getenv("TOKEND_PREVIOUS_SECRET_KEYS_FILE")
+}
+
+// previousKeysSource names where TOKEND_PREVIOUS_SECRET_KEYS came from, for
+// its errors: the variable, and its file when read from one.
+func (c serveConfig) previousKeysSource() string {
+	if c.previousKeysFile != "" {
+		return "TOKEND_PREVIOUS_SECRET_KEYS (file " + c.previousKeysFile + ")"
+	}
+	return "TOKEND_PREVIOUS_SECRET_KEYS"
 }
 
 // Validate reports what is wrong with c. Its messages never quote a key or
@@ -244,8 +258,11 @@ func (c serveConfig) Validate() error {
 		return fmt.Errorf("TOKEND_SECRET_KEY is %d bytes, want at least %d", len(c.SecretKey), token.MinKeyLen)
 	}
 	for i, k := range c.PreviousSecretKeys {
-		if len(k) < token.MinKeyLen {
-			return fmt.Errorf("TOKEND_PREVIOUS_SECRET_KEYS: key %d is %d bytes, want at least %d", i+1, len(k), token.MinKeyLen)
+		switch {
+		case len(k) < token.MinKeyLen:
+			return fmt.Errorf("%s: key %d is %d bytes, want at least %d", c.previousKeysSource(), i+1, len(k), token.MinKeyLen)
+		case strings.ContainsFunc(k, unicode.IsControl):
+			return fmt.Errorf("%s: key %d holds a control character; write one key per line, or separate them with commas", c.previousKeysSource(), i+1)
 		}
 	}
 	return nil

@@ -137,7 +137,21 @@ var errNoSession = errors.New("does not keep session state between transactions,
 // session state would pass a first glance and then fail requests (a
 // prepared statement, an advisory lock, LISTEN on another backend), so
 // tokend refuses to start instead, in one line naming the setting.
+//
+// Without TOKEND_DATABASE_POOLING=transaction the requests' URL is checked
+// too when a session URL is set apart from it: requests then use named
+// prepared statements, which a transaction pooler in front of that URL
+// loses, so a direct session URL alone must not hide that pooler.
 func (c dbConfig) checkSession(ctx context.Context) error {
+	if c.Pooling != poolingTransaction && c.SessionURL != "" && c.SessionURL != c.DatabaseURL {
+		err := keepsSession(ctx, c.DatabaseURL)
+		if errors.Is(err, errNoSession) {
+			return fmt.Errorf("TOKEND_DATABASE_URL %w; set TOKEND_DATABASE_POOLING=transaction (TOKEND_DATABASE_SESSION_URL is set, to a URL with sessions of their own)", err)
+		}
+		if err != nil {
+			return err
+		}
+	}
 	err := keepsSession(ctx, c.sessionURL())
 	if !errors.Is(err, errNoSession) {
 		return err

@@ -168,6 +168,9 @@ func TestRefusesTransactionPooling(t *testing.T) {
 	}{
 		{"no pooling setting", map[string]string{"TOKEND_DATABASE_URL": pooled}, "TOKEND_DATABASE_POOLING=transaction"},
 		{"a pooled session URL", map[string]string{"TOKEND_DATABASE_URL": pooled, "TOKEND_DATABASE_POOLING": "transaction", "TOKEND_DATABASE_SESSION_URL": pooled}, "TOKEND_DATABASE_SESSION_URL"},
+		// The case issue 48 found: a direct session URL, the requests' URL
+		// through the pooler, and the pooling setting forgotten.
+		{"a direct session URL, no pooling setting", map[string]string{"TOKEND_DATABASE_URL": pooled, "TOKEND_DATABASE_SESSION_URL": direct}, "TOKEND_DATABASE_POOLING=transaction"},
 	} {
 		for _, cmd := range []string{"migrate", "serve"} {
 			env := map[string]string{"TOKEND_SECRET_KEY": strings.Repeat("k", 32), "TOKEND_LISTEN": "127.0.0.1:0", "TOKEND_ALLOW_SUPERUSER": "1"}

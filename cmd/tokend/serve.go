@@ -125,6 +125,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		MaxHeaderBytes:    32 << 10, // an API request needs a few hundred bytes of headers
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// Parked long polls answer at once on shutdown: their clients resume
+	// from the cursor, elsewhere or after the restart.
+	srv.RegisterOnShutdown(api.Drain)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
@@ -180,7 +183,7 @@ func defaultMaxConns(procs int) int32 { return int32(max(4*procs, minPoolConns))
 func newPool(ctx context.Context, db dbConfig, url string) (*pgxpool.Pool, error) {
 	pc, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, err
+		return nil, parseError("database URL", url, err)
 	}
 	db.applyPoolConfig(pc)
 	if !strings.Contains(url, "pool_max_conns") {

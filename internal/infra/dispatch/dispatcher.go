@@ -3,7 +3,6 @@ package dispatch
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -395,7 +394,7 @@ func (d *Dispatcher) attempt(ctx context.Context, c claimed) (answer, error) {
 			secrets = append(secrets, s)
 		}
 	}
-	body, err := json.Marshal(webhook.Delivery{Type: "token." + c.event.Type, Timestamp: c.event.At.UTC(), Data: c.event})
+	body, err := encodeBody(webhook.Delivery{Type: "token." + c.event.Type, Timestamp: c.event.At.UTC(), Data: c.event})
 	if err != nil {
 		return answer{}, err
 	}

@@ -147,18 +147,41 @@ func Create(ctx context.Context, pool *pgxpool.Pool, keys *token.Keyring, allowe
 // CreateWith is Create under the server's Options: a tenant with
 // MaxEndpoints endpoints gets ErrTooManyEndpoints.
 func CreateWith(ctx context.Context, pool *pgxpool.Pool, keys *token.Keyring, o Options, tenant string, n NewEndpoint) (Endpoint, string, error) {
-	if err := o.Validate(); err != nil {
+	p, err := prepareCreate(keys, o, tenant, n)
+	if err != nil {
 		return Endpoint{}, "", err
+	}
+	var row store.EndpointRow
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		row, err = p.insert(ctx, tx)
+		return err
+	})
+	if err != nil {
+		return Endpoint{}, "", err
+	}
+	return endpoint(row), p.secret, nil
+}
+
+// creation is a checked registration, ready to insert.
+type creation struct {
+	row    store.NewEndpoint
+	secret string
+}
+
+// prepareCreate checks n under o and derives the new endpoint's secret.
+func prepareCreate(keys *token.Keyring, o Options, tenant string, n NewEndpoint) (creation, error) {
+	if err := o.Validate(); err != nil {
+		return creation{}, err
 	}
 	o = o.withDefaults()
 	if err := token.CheckText("tenant", tenant, "url", n.URL); err != nil {
-		return Endpoint{}, "", fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		return creation{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
 	if len(n.URL) > maxURL {
-		return Endpoint{}, "", fmt.Errorf("%w: url: longer than %d bytes", ErrInvalidRequest, maxURL)
+		return creation{}, fmt.Errorf("%w: url: longer than %d bytes", ErrInvalidRequest, maxURL)
 	}
 	if err := CheckURL(n.URL, o.AllowedHosts); err != nil {
-		return Endpoint{}, "", err
+		return creation{}, err
 	}
 	types := slices.Compact(slices.Sorted(slices.Values(n.EventTypes)))
 	if types == nil {
@@ -166,7 +189,7 @@ func CreateWith(ctx context.Context, pool *pgxpool.Pool, keys *token.Keyring, o 
 	}
 	for _, t := range types {
 		if !slices.Contains(EventTypes, t) {
-			return Endpoint{}, "", fmt.Errorf("%w: event type %q: want one of %s", ErrInvalidRequest, t, strings.Join(EventTypes, ", "))
+			return creation{}, fmt.Errorf("%w: event type %q: want one of %s", ErrInvalidRequest, t, strings.Join(EventTypes, ", "))
 		}
 	}
 	id := "whe_" + strings.ToLower(rand.Text())
@@ -174,21 +197,22 @@ func CreateWith(ctx context.Context, pool *pgxpool.Pool, keys *token.Keyring, o 
 	keyID := keys.CurrentKeyID()
 	s, err := secret(keys, keyID, tenant, id, nonce)
 	if err != nil {
-		return Endpoint{}, "", err
+		return creation{}, err
 	}
-	var row store.EndpointRow
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		row, err = store.CreateEndpoint(ctx, tx, store.NewEndpoint{Tenant: tenant, ID: id, URL: n.URL, EventTypes: types,
-			Nonce: nonce, KeyID: keyID, Max: o.MaxEndpoints})
-		return err
-	})
+	return creation{row: store.NewEndpoint{Tenant: tenant, ID: id, URL: n.URL, EventTypes: types,
+		Nonce: nonce, KeyID: keyID, Max: o.MaxEndpoints}, secret: s}, nil
+}
+
+// insert registers the endpoint in tx.
+func (p creation) insert(ctx context.Context, tx pgx.Tx) (store.EndpointRow, error) {
+	row, err := store.CreateEndpoint(ctx, tx, p.row)
 	if errors.Is(err, store.ErrEndpointLimit) {
-		return Endpoint{}, "", fmt.Errorf("%w: a tenant may register %d", ErrTooManyEndpoints, o.MaxEndpoints)
+		return row, fmt.Errorf("%w: a tenant may register %d", ErrTooManyEndpoints, p.row.Max)
 	}
 	if err != nil {
-		return Endpoint{}, "", fmt.Errorf("dispatch: create: %w", err)
+		return row, fmt.Errorf("dispatch: create: %w", err)
 	}
-	return endpoint(row), s, nil
+	return row, nil
 }
 
 // maxURL bounds an endpoint's URL.

@@ -4,10 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
+
+	"golang.org/x/net/idna"
 )
 
 // ErrAddressNotAllowed: a delivery would have connected to an address
@@ -108,7 +113,41 @@ func (p policy) allowsAddr(a netip.Addr) bool {
 			return true
 		}
 	}
-	return !p.restricted() && !Forbidden(a)
+	return !p.restricted() && !Forbidden(a) && !ownAddress(a)
+}
+
+// own caches this host's interface addresses: a delivery to one of them
+// (a public address of the server itself) reaches the server's own
+// listeners, as loopback would. read is net.InterfaceAddrs but in tests.
+var own = struct {
+	mu    sync.Mutex
+	at    time.Time
+	addrs map[netip.Addr]bool
+	read  func() ([]net.Addr, error)
+}{read: net.InterfaceAddrs}
+
+// ownEvery is how long a reading of the interfaces' addresses is used.
+const ownEvery = time.Minute
+
+// ownAddress reports whether a is an address of one of this host's
+// interfaces. Interfaces that cannot be read are taken as none: the
+// forbidden ranges still hold.
+func ownAddress(a netip.Addr) bool {
+	own.mu.Lock()
+	defer own.mu.Unlock()
+	if own.addrs == nil || time.Since(own.at) > ownEvery {
+		own.addrs, own.at = map[netip.Addr]bool{}, time.Now()
+		if as, err := own.read(); err == nil {
+			for _, x := range as {
+				if n, ok := x.(*net.IPNet); ok {
+					if ip, ok := netip.AddrFromSlice(n.IP); ok {
+						own.addrs[ip.Unmap()] = true
+					}
+				}
+			}
+		}
+	}
+	return own.addrs[a.Unmap().WithZone("")]
 }
 
 // hostName is host as names are compared: lower case, without the trailing
@@ -138,9 +177,23 @@ func (p policy) control(ctx context.Context, _, address string, _ syscall.RawCon
 // literal address that is not allowed, a name that always means this
 // machine, or an address spelled as a number in a form some resolvers read
 // as an address (2130706433, 0x7f000001, 0177.0.0.1) and others look up.
+//
+// A host that is not ASCII is judged as the name it is looked up as (IDNA
+// with its UTS #46 mapping, as net/http sends it): full-width
+// "１２７．０．０．１" is 127.0.0.1 and "ｌｏｃａｌｈｏｓｔ" localhost.
 func (p policy) checkHost(host string) error {
 	if p.allowsName(host) {
 		return nil
+	}
+	if !ascii(host) {
+		a, err := idna.Lookup.ToASCII(host)
+		if err != nil {
+			return fmt.Errorf("%w: url: host %q: not a valid internationalized host name", ErrInvalidRequest, host)
+		}
+		if p.allowsName(a) {
+			return nil
+		}
+		host = a
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
 		if a.Zone() != "" || !p.allowsAddr(a) {
@@ -160,6 +213,15 @@ func (p policy) checkHost(host string) error {
 		return fmt.Errorf("%w: %s is not on TOKEND_WEBHOOK_ALLOWED_HOSTS", ErrHostNotAllowed, host)
 	}
 	return nil // a name: judged by what it resolves to, at every attempt
+}
+
+func ascii(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // numeric reports whether a host's last label is a number as the URL

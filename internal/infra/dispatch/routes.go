@@ -60,6 +60,9 @@ func problem(err error) error {
 		return &httpapi.Problem{Status: http.StatusNotFound, Code: "not_found", Detail: "no such webhook endpoint"}
 	case errors.Is(err, ErrInvalidRequest), errors.Is(err, ErrHostNotAllowed):
 		return &httpapi.Problem{Status: http.StatusBadRequest, Code: "invalid_request", Detail: err.Error()}
+	case errors.Is(err, ErrKeyReused):
+		return &httpapi.Problem{Status: http.StatusUnprocessableEntity, Code: "idempotency_key_reused", Title: "Idempotency key reused",
+			Detail: "this Idempotency-Key was already used for a different webhook request (route, endpoint, url, event types or overlap)"}
 	case errors.Is(err, ErrTooManyEndpoints):
 		return &httpapi.Problem{Status: http.StatusConflict, Code: "too_many_endpoints", Detail: err.Error()}
 	}
@@ -72,13 +75,13 @@ func (h *handlers) create(c *gin.Context) {
 		httpapi.Abort(c, err)
 		return
 	}
-	e, secret, err := CreateWith(c.Request.Context(), h.pool, h.keys, h.opts, httpapi.Caller(c).Tenant,
+	w, err := CreateOnce(c.Request.Context(), h.pool, h.keys, h.opts, httpapi.Caller(c).Tenant, c.GetHeader("Idempotency-Key"),
 		NewEndpoint{URL: req.URL, EventTypes: req.EventTypes})
 	if err != nil {
 		httpapi.Abort(c, problem(err))
 		return
 	}
-	writeSecret(c, http.StatusCreated, e, secret)
+	writeSecret(c, http.StatusCreated, w)
 }
 
 func (h *handlers) list(c *gin.Context) {
@@ -165,21 +168,23 @@ func (h *handlers) rotate(c *gin.Context) {
 		return
 	}
 	overlap := cmp.Or(time.Duration(req.OverlapSeconds)*time.Second, h.opts.withDefaults().SecretOverlap)
-	e, secret, err := RotateSecret(c.Request.Context(), h.pool, h.keys, httpapi.Caller(c).Tenant, c.Param("id"), overlap)
+	w, err := RotateOnce(c.Request.Context(), h.pool, h.keys, httpapi.Caller(c).Tenant, c.Param("id"), c.GetHeader("Idempotency-Key"), overlap)
 	if err != nil {
 		httpapi.Abort(c, problem(err))
 		return
 	}
-	writeSecret(c, http.StatusOK, e, secret)
+	writeSecret(c, http.StatusOK, w)
 }
 
-// writeSecret answers the endpoint with its new secret, the one time it is
-// shown: no cache may keep it.
-func writeSecret(c *gin.Context, status int, e Endpoint, secret string) {
-	v := view(e)
-	v.Secret = secret
+// writeSecret answers the endpoint with its new secret, shown to this
+// request and to its retries under the same Idempotency-Key (with
+// Idempotent-Replayed: true): no cache may keep it.
+func writeSecret(c *gin.Context, status int, w Written) {
 	c.Header("Cache-Control", "no-store")
-	httpapi.WriteJSON(c, status, v)
+	if w.Replayed {
+		c.Header("Idempotent-Replayed", "true")
+	}
+	httpapi.WriteJSON(c, status, w.View())
 }
 
 // maxOverlapSeconds bounds a rotation's overlap: a week.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -16,6 +17,23 @@ import (
 // maxAnswer is what is read of an endpoint's answer: enough to reuse the
 // connection for a short body, never a large one into memory.
 const maxAnswer = 64 << 10
+
+// maxAnswerHeaders bounds an endpoint's answer's headers: net/http's
+// default is 1 MiB, and an endpoint could make every attempt hold that
+// much.
+const maxAnswerHeaders = 64 << 10
+
+// encodeBody is a delivery's body: JSON without HTML escaping, so that an
+// outcome holding <, > or & arrives as stored, not six times its size.
+func encodeBody(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
 
 // lookupFunc resolves a host name to the addresses to dial.
 type lookupFunc func(ctx context.Context, host string) ([]netip.Addr, error)
@@ -66,10 +84,11 @@ func newSender(timeout time.Duration, p policy, lookup lookupFunc, control func(
 			}
 			return nil, err
 		},
-		TLSHandshakeTimeout:   timeout,
-		ResponseHeaderTimeout: timeout,
-		MaxIdleConnsPerHost:   4,
-		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:    timeout,
+		ResponseHeaderTimeout:  timeout,
+		MaxResponseHeaderBytes: maxAnswerHeaders,
+		MaxIdleConnsPerHost:    4,
+		IdleConnTimeout:        90 * time.Second,
 	}
 	return &sender{timeout: timeout, http: &http.Client{
 		Transport:     tr,

@@ -55,6 +55,12 @@ type Config struct {
 	// beside the new one (TOKEND_WEBHOOK_SECRET_OVERLAP). Default
 	// dispatch.DefaultSecretOverlap.
 	SecretOverlap time.Duration
+	// Allow, when set, takes one request of the rate of the API key keyID a
+	// session was signed in with, and says whether it may go on, or how
+	// long to wait: the API's limit (httpapi.Server.Allow), so that the
+	// console is no way around it. Asked before any database work of a
+	// signed-in request. Default: no limit.
+	Allow func(ctx context.Context, keyID string) (bool, time.Duration)
 }
 
 // Validate reports whether c is usable.
@@ -86,6 +92,7 @@ type Console struct {
 	// keys and secretOverlap rotate webhook secrets.
 	keys          *token.Keyring
 	secretOverlap time.Duration
+	allow         func(ctx context.Context, keyID string) (bool, time.Duration)
 }
 
 // New returns the console configured by cfg.
@@ -120,6 +127,7 @@ func New(cfg Config) (*Console, error) {
 		return nil, err
 	}
 	c.secretOverlap = cfg.SecretOverlap
+	c.allow = cfg.Allow
 	if c.pages, err = newPages(c.path, c.log); err != nil {
 		return nil, err
 	}

@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,6 +60,14 @@ func (c *Console) requireOperator(g *gin.Context) {
 		g.Redirect(http.StatusSeeOther, c.path+"/signin")
 		g.Abort()
 		return
+	}
+	if c.allow != nil {
+		if ok, wait := c.allow(g.Request.Context(), s.KeyID); !ok {
+			g.Header("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
+			c.problem(g, http.StatusTooManyRequests, "Too many requests from this API key, here and on the API together. Wait a moment and reload the page.")
+			g.Abort()
+			return
+		}
 	}
 	ended, err := websession.NewSignOuts(c.pool).Ended(g.Request.Context(), s.Tenant, s.ID)
 	if err == nil && ended {

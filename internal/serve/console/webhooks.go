@@ -1,6 +1,7 @@
 package console
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -45,6 +46,10 @@ type webhookData struct {
 	Endpoint   dispatch.Endpoint
 	Deliveries []delivery
 	Done       string // what was just done to it
+	// RotateKey is the rotate form's Idempotency-Key, new with each
+	// rendering of the page: a double click posts it twice, and the second
+	// post shows the first rotation's secret instead of rotating again.
+	RotateKey string
 }
 
 // webhook shows one endpoint with its latest deliveries and every attempt,
@@ -61,7 +66,7 @@ func (c *Console) webhook(g *gin.Context) {
 		c.fail(g, err)
 		return
 	}
-	d := webhookData{Endpoint: e}
+	d := webhookData{Endpoint: e, RotateKey: "console-" + rand.Text()}
 	switch g.Query("done") {
 	case "enabled":
 		d.Done = "Enabled. Deliveries to this endpoint resume."
@@ -129,14 +134,22 @@ type rotatedData struct {
 // rotateSecret gives the endpoint a new secret and shows it on the answer
 // itself, never in a URL: it is not shown again. Until the overlap ends
 // deliveries carry both signatures, so receivers can be redeployed at ease.
+//
+// The form's idempotency_key makes a double click (or a resent form) show
+// the first rotation's secret again rather than rotate twice, which would
+// stop the secret just shown from signing at once.
 func (c *Console) rotateSecret(g *gin.Context) {
-	e, secret, err := dispatch.RotateSecret(g.Request.Context(), c.pool, c.keys, sessionOf(g).Tenant, g.Param("id"), c.secretOverlap)
-	if err != nil {
+	w, err := dispatch.RotateOnce(g.Request.Context(), c.pool, c.keys, sessionOf(g).Tenant, g.Param("id"), g.PostForm("idempotency_key"), c.secretOverlap)
+	switch {
+	case errors.Is(err, dispatch.ErrKeyReused), errors.Is(err, dispatch.ErrInvalidRequest):
+		c.problem(g, http.StatusUnprocessableEntity, "This form was already used for another request; reload the endpoint's page and try again.")
+		return
+	case err != nil:
 		c.webhookDone(g, err, nil)
 		return
 	}
 	s := sessionOf(g)
-	c.pages.render(g.Writer, http.StatusOK, "rotated.html", &s, rotatedData{Endpoint: e, Secret: secret})
+	c.pages.render(g.Writer, http.StatusOK, "rotated.html", &s, rotatedData{Endpoint: w.Endpoint, Secret: w.Secret})
 }
 
 // webhookDone answers an action on the endpoint: back to its page with

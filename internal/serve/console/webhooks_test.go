@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -204,5 +206,79 @@ func TestWebhookRotateSecret(t *testing.T) {
 	}
 	if _, page := c.do(http.MethodGet, "/console/webhooks/"+ep.ID, nil, nil); strings.Contains(html.UnescapeString(page), next) || !strings.Contains(page, `id="previous-secret"`) {
 		t.Errorf("the endpoint's page shows the secret again, or not the overlap:\n%s", page)
+	}
+}
+
+// TestWebhookRotateDoubleClick: the rotate form carries an Idempotency-Key
+// made for its page, so posting it twice (a double click) shows the same
+// new secret twice and rotates once: the secret shown keeps signing.
+func TestWebhookRotateDoubleClick(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, func(c *console.Config) { c.SecretOverlap = time.Hour })
+	ep := s.failingEndpoint(t, 1, time.Nanosecond)
+	keys, err := token.NewKeyring(secretKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &client{t: t, s: s}
+	c.signIn(s.operatorKey)
+	_, page := c.do(http.MethodGet, "/console/webhooks/"+ep.ID, nil, nil)
+	m := regexp.MustCompile(`name="idempotency_key" value="([^"]+)"`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("the rotate form has no idempotency_key:\n%s", page)
+	}
+	form := url.Values{"csrf": {c.csrf()}, "idempotency_key": {m[1]}}
+	path := "/console/webhooks/" + ep.ID + "/rotate-secret"
+	var shown []string
+	for range 2 {
+		resp, page := c.do(http.MethodPost, path, c.sameOrigin(), form)
+		secret := regexp.MustCompile(`whsec_[A-Za-z0-9+/=]+`).FindString(html.UnescapeString(page))
+		if resp.StatusCode != http.StatusOK || secret == "" {
+			t.Fatalf("rotation: %d without a secret", resp.StatusCode)
+		}
+		shown = append(shown, secret)
+	}
+	now, err := dispatch.Get(t.Context(), s.pool, ep.Tenant, ep.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	current, err := now.Secret(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shown[0] != shown[1] || shown[0] != current {
+		t.Fatalf("double click showed %q then %q; the endpoint signs with %q", shown[0], shown[1], current)
+	}
+}
+
+// TestConsoleSharesTheKeysRateLimit: every signed-in request of the console
+// takes from the rate of the API key it was signed in with (Config.Allow,
+// the API's limiter in tokend serve), and is refused with 429 and
+// Retry-After, doing no database work, once that is spent.
+func TestConsoleSharesTheKeysRateLimit(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	taken := map[string]int{}
+	s := newServer(t, func(c *console.Config) {
+		c.Allow = func(_ context.Context, keyID string) (bool, time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			taken[keyID]++
+			return taken[keyID] <= 3, 1500 * time.Millisecond
+		}
+	})
+	c := &client{t: t, s: s}
+	c.signIn(s.operatorKey)
+	codes := []int{}
+	var retry string
+	for range 6 {
+		resp, _ := c.do(http.MethodGet, "/console/webhooks", nil, nil)
+		codes = append(codes, resp.StatusCode)
+		retry = resp.Header.Get("Retry-After")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(taken) != 1 || codes[0] != http.StatusOK || codes[5] != http.StatusTooManyRequests || retry != "2" {
+		t.Fatalf("codes %v, Retry-After %q, taken %v: want 200s then 429 with Retry-After 2, from the session's key", codes, retry, taken)
 	}
 }

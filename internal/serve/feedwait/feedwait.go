@@ -40,6 +40,10 @@ const (
 // waiters as it allows.
 var ErrTooManyWaiters = errors.New("feedwait: too many waiters")
 
+// ErrClosed: the hub is closed (the server is shutting down); read without
+// waiting.
+var ErrClosed = errors.New("feedwait: closed")
+
 // Config configures a Hub.
 type Config struct {
 	// Pool positions events and reads heads. Required.
@@ -77,10 +81,12 @@ type Hub struct {
 	tenants map[string]*tenant
 	total   int
 	running bool
+	closed  bool
 }
 
 type tenant struct {
 	waiters int
+	parked  map[*Waiter]struct{}
 	changed chan struct{} // closed when the tenant's feed moves
 	head    int64         // last head the hub saw; -1 before the first
 }
@@ -103,28 +109,103 @@ type Waiter struct {
 	h      *Hub
 	tenant string
 	left   bool
+	done   chan struct{} // closed when the waiter must answer now
+	ended  bool
+	// evicted: its slot went to another tenant, and it counts no more.
+	evicted bool
 }
 
-// Join parks a waiter for tenant, or answers ErrTooManyWaiters. Leave it
-// once done waiting.
+// Join parks a waiter for tenant, or answers ErrTooManyWaiters, or
+// ErrClosed once the hub is closed. Leave it once done waiting.
+//
+// A full hub is shared out fairly: a tenant joining one with fewer waiters
+// than the tenant with the most, by two or more, ends one of that tenant's
+// waits early (Done), so that however many tenants hold long polls open,
+// one with few still gets a slot; the tenant with the most is refused.
 func (h *Hub) Join(tenantID string) (*Waiter, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.closed {
+		return nil, ErrClosed
+	}
 	t := h.tenants[tenantID]
-	if h.total >= h.cfg.MaxWaiters || t != nil && t.waiters >= h.cfg.MaxWaitersPerTenant {
+	mine := 0
+	if t != nil {
+		mine = t.waiters
+	}
+	if mine >= h.cfg.MaxWaitersPerTenant {
 		return nil, ErrTooManyWaiters
 	}
+	if h.total >= h.cfg.MaxWaiters {
+		if !h.evictFor(mine) {
+			return nil, ErrTooManyWaiters
+		}
+	}
 	if t == nil {
-		t = &tenant{changed: make(chan struct{}), head: -1}
+		t = &tenant{changed: make(chan struct{}), head: -1, parked: map[*Waiter]struct{}{}}
 		h.tenants[tenantID] = t
 	}
+	w := &Waiter{h: h, tenant: tenantID, done: make(chan struct{})}
+	t.parked[w] = struct{}{}
 	t.waiters++
 	h.total++
 	if !h.running {
 		h.running = true
 		go h.run()
 	}
-	return &Waiter{h: h, tenant: tenantID}, nil
+	return w, nil
+}
+
+// evictFor ends one wait of the tenant with the most waiters, if it has at
+// least two more than mine, and says whether it did. The ended waiter
+// leaves when its request answers; until then the hub is over its cap by
+// the waiters so ended, never by more.
+func (h *Hub) evictFor(mine int) bool {
+	var big *tenant
+	for _, t := range h.tenants {
+		if big == nil || t.waiters > big.waiters {
+			big = t
+		}
+	}
+	if big == nil || big.waiters < mine+2 {
+		return false
+	}
+	for w := range big.parked {
+		w.end()
+		big.waiters-- // counted again as the share it held no more
+		h.total--
+		delete(big.parked, w)
+		w.evicted = true
+		return true
+	}
+	return false
+}
+
+// end closes w's Done; the caller holds h.mu.
+func (w *Waiter) end() {
+	if !w.ended {
+		w.ended = true
+		close(w.done)
+	}
+}
+
+// Done is closed when the waiter must answer at once, whatever it read:
+// another tenant needed its slot, or the hub was closed. Answering the
+// feed as it is then (an empty page keeps the cursor) lets the client
+// resume.
+func (w *Waiter) Done() <-chan struct{} { return w.done }
+
+// Close ends every wait at once (Done) and makes later joins ErrClosed:
+// for a shutdown, which then waits for no long poll.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	for _, t := range h.tenants {
+		for w := range t.parked {
+			w.end()
+		}
+	}
 }
 
 // Changed is closed the next time the tenant's feed moves. Take it before
@@ -133,7 +214,11 @@ func (h *Hub) Join(tenantID string) (*Waiter, error) {
 func (w *Waiter) Changed() <-chan struct{} {
 	w.h.mu.Lock()
 	defer w.h.mu.Unlock()
-	return w.h.tenants[w.tenant].changed
+	t := w.h.tenants[w.tenant]
+	if t == nil { // evicted, and its tenant's other waiters gone since
+		return w.done
+	}
+	return t.changed
 }
 
 // Leave unparks the waiter. It may be called more than once.
@@ -144,7 +229,11 @@ func (w *Waiter) Leave() {
 		return
 	}
 	w.left = true
+	if w.evicted {
+		return // no longer counted
+	}
 	t := w.h.tenants[w.tenant]
+	delete(t.parked, w)
 	t.waiters--
 	w.h.total--
 	if t.waiters == 0 {

@@ -97,17 +97,20 @@ func (s *Server) listEvents(c *gin.Context) {
 	if f.wait > 0 {
 		// Parked before the first read, so that a move between that read
 		// and the wait is not missed.
-		if w, err = s.feed.Join(tenant); err == nil {
+		switch w, err = s.feed.Join(tenant); {
+		case err == nil:
 			defer w.Leave()
+		case errors.Is(err, feedwait.ErrClosed):
+			f.wait = 0 // shutting down: answer what there is now
 		}
 	}
 	timer := time.NewTimer(f.wait)
 	defer timer.Stop()
 	var page event.Page
 	for {
-		var changed <-chan struct{}
+		var changed, done <-chan struct{}
 		if w != nil {
-			changed = w.Changed()
+			changed, done = w.Changed(), w.Done()
 		}
 		if page, err = event.ReadPage(ctx, s.pool, tenant, f.Query); err != nil {
 			abortFeed(c, err)
@@ -126,6 +129,9 @@ func (s *Server) listEvents(c *gin.Context) {
 			Abort(c, ctx.Err())
 			return
 		case <-timer.C:
+		case <-done:
+			// Shutting down, or another tenant needed the slot: the
+			// empty page keeps the cursor, so the client reads on from it.
 		case <-changed:
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -38,7 +39,36 @@ type readiness struct {
 	Stalls map[string]string `json:"stalls,omitempty"`
 }
 
+// readyEvery is how long one run of the checks answers /readyz: it is
+// unauthenticated, and a flood of probes must cost the database one run per
+// interval, not one per probe.
+const readyEvery = time.Second
+
+// readyCache is the last run of the checks; mu is held through a run, so
+// probes that arrive meanwhile wait for it.
+type readyCache struct {
+	mu sync.Mutex
+	at time.Time
+	r  readiness
+}
+
 func (s *Server) readyz(c *gin.Context) {
+	s.ready.mu.Lock()
+	if time.Since(s.ready.at) >= readyEvery {
+		s.ready.r, s.ready.at = s.checkReadiness(c), time.Now()
+	}
+	r := s.ready.r
+	s.ready.mu.Unlock()
+	status := http.StatusOK
+	if r.Status == "unavailable" {
+		status = http.StatusServiceUnavailable
+		c.Header("Retry-After", "1")
+	}
+	WriteJSON(c, status, r)
+}
+
+// checkReadiness runs every check; the answer is never changed after.
+func (s *Server) checkReadiness(c *gin.Context) readiness {
 	r := readiness{Status: "ready", Checks: map[string]string{}}
 	for _, ch := range s.checks {
 		ctx, cancel := context.WithTimeout(c.Request.Context(), checkTimeout)
@@ -70,10 +100,5 @@ func (s *Server) readyz(c *gin.Context) {
 				st.OldestTransaction.Round(time.Second), s.feedStallAfter)}
 		}
 	}
-	status := http.StatusOK
-	if r.Status == "unavailable" {
-		status = http.StatusServiceUnavailable
-		c.Header("Retry-After", "1")
-	}
-	WriteJSON(c, status, r)
+	return r
 }

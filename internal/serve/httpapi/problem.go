@@ -1,7 +1,7 @@
 package httpapi
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -19,6 +19,10 @@ import (
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
 )
+
+// StatusClientClosedRequest is the status a request whose client hung up is
+// counted and logged under (nginx's 499); it reaches no one.
+const StatusClientClosedRequest = 499
 
 // Problem is an RFC 9457 problem detail, the body of every error answer. It
 // is also an error, so a handler can pass one to Abort to answer with it as is.
@@ -46,7 +50,16 @@ func (p *Problem) Error() string { return p.Code + ": " + p.Detail }
 // (token.ErrNotFound, intent.ErrKeyReused, ...) get their documented status
 // and code; a database that cannot be reached is a 503 with Retry-After;
 // anything else is a 500 whose detail goes to the log only.
+//
+// A request whose client hung up (its context canceled, say a long poll
+// given up) is no error of the server's: it is counted and logged as 499,
+// at INFO, with no body, as no one reads it.
 func Abort(c *gin.Context, err error) {
+	if errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil {
+		c.Set(codeKey, "client_closed_request")
+		c.AbortWithStatus(StatusClientClosedRequest)
+		return
+	}
 	p := problemFor(err)
 	if p.Status >= 500 {
 		_ = c.Error(err) // logged by accessLog
@@ -67,7 +80,7 @@ func Abort(c *gin.Context, err error) {
 	if p.RetryAfter > 0 {
 		c.Header("Retry-After", strconv.Itoa(p.RetryAfter))
 	}
-	body, _ := json.Marshal(p) // cannot fail: strings and ints
+	body, _ := marshalPlain(p) // cannot fail: strings and ints
 	c.Data(p.Status, "application/problem+json", body)
 	c.Abort()
 }

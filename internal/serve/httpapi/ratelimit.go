@@ -54,3 +54,14 @@ func rateLimited(wait time.Duration) *Problem {
 	p.RetryAfter = max(1, int(math.Ceil(wait.Seconds())))
 	return &p
 }
+
+// Allow takes one request of the rate of the API key keyID, as the API's
+// own requests do, and says whether it may go on or how long to wait; with
+// no rate limit configured it always may. Other ways in that act for a key
+// (the operator console) call it, so they share the key's one limit.
+func (s *Server) Allow(ctx context.Context, keyID string) (bool, time.Duration) {
+	if s.limiter == nil {
+		return true, 0
+	}
+	return s.allow(ctx, keyID)
+}

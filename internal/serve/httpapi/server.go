@@ -151,6 +151,7 @@ type Server struct {
 	cache          *cache.Cache
 	metrics        *metrics.Metrics
 	feed           *feedwait.Hub
+	ready          readyCache
 	feedStallAfter time.Duration
 	engine         *gin.Engine
 }
@@ -207,6 +208,12 @@ func New(cfg Config) (*Server, error) {
 	s.engine = s.routes(middleware, mounts)
 	return s, nil
 }
+
+// Drain ends every parked long poll of the event feed at once, each with
+// the page as it is (an empty one keeps the cursor), and makes later ones
+// answer without waiting: call it when shutting down (http.Server's
+// RegisterOnShutdown), so that the shutdown waits for none of them.
+func (s *Server) Drain() { s.feed.Close() }
 
 // ServeHTTP answers one request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.engine.ServeHTTP(w, r) }

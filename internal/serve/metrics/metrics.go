@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -23,12 +24,16 @@ type Config struct {
 	// Pool, if set, is reported as tokend_db_pool_*, read from its Stat at
 	// each scrape.
 	Pool *pgxpool.Pool
-	// Stats, if set, is called at each scrape for the tokens someone owes
-	// an outcome for, reported as tokend_tokens_unresolved*. A failed call
-	// leaves those gauges out of that scrape and counts the failure.
+	// Stats, if set, is called for the tokens someone owes an outcome for,
+	// reported as tokend_tokens_unresolved*: at a scrape, unless the last
+	// call was less than StatsEvery ago, whose figures serve it then. A
+	// failed call leaves those gauges out and counts the failure.
 	Stats func(context.Context) (Stats, error)
 	// StatsTimeout bounds each call of Stats. Zero means DefaultStatsTimeout.
 	StatsTimeout time.Duration
+	// StatsEvery bounds how often Stats is called, however often /metrics
+	// is scraped. Zero means ReadEvery (1 s); negative, at every scrape.
+	StatsEvery time.Duration
 }
 
 // Validate reports whether c is usable.
@@ -136,7 +141,7 @@ func New(cfg Config) (*Metrics, error) {
 		if timeout == 0 {
 			timeout = DefaultStatsTimeout
 		}
-		m.reg.MustRegister(newStatsCollector(cfg.Stats, timeout))
+		m.reg.MustRegister(cachedEvery(cmp.Or(cfg.StatsEvery, ReadEvery), newStatsCollector(cfg.Stats, timeout))...)
 	}
 	return m, nil
 }

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -195,7 +197,8 @@ func TestScrape(t *testing.T) {
 // counted; the scrape itself still succeeds.
 func TestStatsFailure(t *testing.T) {
 	m, err := metrics.New(metrics.Config{
-		Stats: func(context.Context) (metrics.Stats, error) { return metrics.Stats{}, errors.New("database down") },
+		Stats:      func(context.Context) (metrics.Stats, error) { return metrics.Stats{}, errors.New("database down") },
+		StatsEvery: -1, // every scrape calls it: this test counts failures, not calls
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -303,4 +306,31 @@ func families(m map[string]*dto.MetricFamily) []*dto.MetricFamily {
 		out = append(out, f)
 	}
 	return out
+}
+
+// TestStatsAreReadOncePerInterval: /metrics is unauthenticated; a flood of
+// scrapes calls Stats (a database query) at most once per ReadEvery.
+func TestStatsAreReadOncePerInterval(t *testing.T) {
+	var calls atomic.Int64
+	m, err := metrics.New(metrics.Config{
+		Stats: func(context.Context) (metrics.Stats, error) { calls.Add(1); return metrics.Stats{Pending: 1}, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 25 {
+				if got, _ := value(scrape(t, m)["tokend_tokens_unresolved"], map[string]string{"state": "pending"}); got != 1 {
+					t.Errorf("pending = %v, want 1", got)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n, most := calls.Load(), int64(time.Since(start)/metrics.ReadEvery)+1; n > most {
+		t.Fatalf("200 scrapes in %v called Stats %d times; want at most %d", time.Since(start), n, most)
+	}
 }
