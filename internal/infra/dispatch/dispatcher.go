@@ -160,31 +160,39 @@ func New(cfg Config) (*Dispatcher, error) {
 }
 
 // Run delivers until ctx ends, and returns ctx's error. It keeps up to
-// Config.Workers deliveries in flight, claiming more as they finish, so
-// that a slow endpoint holds its own attempts and nobody else's.
+// Config.Workers deliveries in flight, claiming more as they finish, and
+// hands its workers out among tenants by their shares (shares), so that a
+// slow or hanging endpoint holds its own tenant's share and nobody else's.
+// It fans out once per Config.Interval, not each time a worker frees.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	done := make(chan struct{}, d.cfg.Workers)
-	inflight := 0
+	done := make(chan claimed, d.cfg.Workers)
+	s := newShares(d.cfg.Workers)
+	var fanned time.Time
 	for {
+		if time.Since(fanned) >= d.cfg.Interval {
+			if err := d.fanOut(ctx); err != nil && ctx.Err() == nil {
+				d.log.Error("webhooks: fan out", "err", err)
+			}
+			fanned = time.Now()
+		}
 		n := 0
-		if free := d.cfg.Workers - inflight; free > 0 {
-			cs, err := d.step(ctx, min(free, d.cfg.Batch))
+		if s.free() > 0 {
+			cs, err := d.claim(ctx, s, d.cfg.Batch)
 			if err != nil && ctx.Err() == nil {
 				d.log.Error("webhooks: dispatch round", "err", err)
 			}
 			for _, c := range cs {
-				inflight++
 				wg.Go(func() {
 					d.deliver(ctx, c)
-					done <- struct{}{}
+					done <- c
 				})
 			}
 			n = len(cs)
 		}
-		wait := d.cfg.Interval
-		if n > 0 && inflight < d.cfg.Workers {
+		wait := max(time.Until(fanned.Add(d.cfg.Interval)), 0)
+		if n > 0 && s.free() > 0 {
 			wait = 0 // more may be due right now
 		}
 		timer := time.NewTimer(wait)
@@ -192,15 +200,15 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			timer.Stop()
 			return ctx.Err()
-		case <-done:
-			inflight--
+		case c := <-done:
+			s.end(c)
 		case <-timer.C:
 		}
 		timer.Stop()
 		for drained := false; !drained; {
 			select {
-			case <-done:
-				inflight--
+			case c := <-done:
+				s.end(c)
 			default:
 				drained = true
 			}
@@ -211,7 +219,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // Round runs one round (position, fan out, claim and send) and answers how
 // many deliveries it attempted, once they are all recorded.
 func (d *Dispatcher) Round(ctx context.Context) (int, error) {
-	claimed, err := d.step(ctx, d.cfg.Batch)
+	if err := d.fanOut(ctx); err != nil {
+		return 0, err
+	}
+	claimed, err := d.claim(ctx, newShares(d.cfg.Workers), d.cfg.Batch)
 	if err != nil {
 		return 0, err
 	}
@@ -223,23 +234,16 @@ func (d *Dispatcher) Round(ctx context.Context) (int, error) {
 	return len(claimed), nil
 }
 
-// step positions and fans out, then claims up to n due deliveries.
-func (d *Dispatcher) step(ctx context.Context, n int) ([]claimed, error) {
-	if err := d.fanOut(ctx); err != nil {
-		return nil, err
-	}
-	return d.claim(ctx, n)
-}
-
+// fanOut positions the events of every webhook tenant, in one round trip
+// when none has new ones (event.Heads), then fans out the endpoints behind.
+// Idle, it costs three statements a round whatever the number of tenants.
 func (d *Dispatcher) fanOut(ctx context.Context) error {
 	tenants, err := store.WebhookTenants(ctx, d.cfg.Pool)
 	if err != nil {
 		return err
 	}
-	for _, t := range tenants {
-		if _, err := event.Position(ctx, d.cfg.Pool, t); err != nil {
-			return err
-		}
+	if _, err := event.Heads(ctx, d.cfg.Pool, tenants); err != nil {
+		return err
 	}
 	behind, err := store.Behind(ctx, d.cfg.Pool)
 	if err != nil {
@@ -268,42 +272,49 @@ type claimed struct {
 	keyID                 string
 	prevNonce             []byte  // the rotated-out secret, during its overlap
 	prevKeyID             *string // likewise
+	suspect               bool    // the endpoint's last attempt failed
 	event                 webhook.Event
 }
 
-func (d *Dispatcher) claim(ctx context.Context, n int) ([]claimed, error) {
+// claim leases up to n due deliveries as s allots them. Which tenants have
+// deliveries due is read before the claim lock (store.DueTenantsSQL), and
+// with none, no claim is made: an idle round takes no lock.
+func (d *Dispatcher) claim(ctx context.Context, s *shares, n int) ([]claimed, error) {
+	due, err := store.DueTenants(ctx, d.cfg.Pool)
+	if err != nil {
+		return nil, fmt.Errorf("webhooks: claim: %w", err)
+	}
+	if len(due) == 0 {
+		return nil, nil
+	}
 	var cs []claimed
-	err := pgx.BeginFunc(ctx, d.cfg.Pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, d.cfg.Pool, func(tx pgx.Tx) error {
 		if err := store.ClaimLock(ctx, tx); err != nil {
 			return err
 		}
-		// One tenant per claim (on Citus, one worker), the tenants waiting
-		// longest first, each given an even share of what is left of n:
-		// every tenant's first delivery before any tenant's second.
-		tenants, err := store.DueTenants(ctx, tx)
-		if err != nil {
-			return err
-		}
-		left := n
-		for i, tenant := range tenants {
-			if left <= 0 {
-				break
-			}
-			share := (left + len(tenants) - i - 1) / (len(tenants) - i)
-			got, err := store.Claim(ctx, tx, store.ClaimParams{Tenant: tenant, Limit: share, LeaseSeconds: d.cfg.Lease.Seconds(),
-				EndpointConcurrency: d.cfg.EndpointConcurrency, TenantConcurrency: d.cfg.TenantConcurrency})
+		// One tenant per claim (on Citus, one worker).
+		got, err := s.allot(due, n, func(tenant string, limit, suspect int) ([]claimed, error) {
+			rows, err := store.Claim(ctx, tx, store.ClaimParams{Tenant: tenant, Limit: limit, LeaseSeconds: d.cfg.Lease.Seconds(),
+				EndpointConcurrency: d.cfg.EndpointConcurrency, TenantConcurrency: d.cfg.TenantConcurrency, SuspectLimit: suspect})
 			if err != nil {
-				return err
+				return nil, err
 			}
-			for _, r := range got {
-				cs = append(cs, claimed{tenant: r.Tenant, endpoint: r.Endpoint, url: r.URL, pos: r.Pos, attempt: r.Attempt,
-					nonce: r.Nonce, keyID: r.KeyID, prevNonce: r.PrevNonce, prevKeyID: r.PrevKeyID, event: webhook.Event(r.Event)})
+			out := make([]claimed, len(rows))
+			for i, r := range rows {
+				out[i] = claimed{tenant: r.Tenant, endpoint: r.Endpoint, url: r.URL, pos: r.Pos, attempt: r.Attempt,
+					nonce: r.Nonce, keyID: r.KeyID, prevNonce: r.PrevNonce, prevKeyID: r.PrevKeyID, suspect: r.Suspect,
+					event: webhook.Event(r.Event)}
 			}
-			left -= len(got)
-		}
-		return nil
+			return out, nil
+		})
+		cs = got
+		return err
 	})
 	if err != nil {
+		// The transaction rolled back: nothing was leased.
+		for _, c := range cs {
+			s.end(c)
+		}
 		return nil, fmt.Errorf("webhooks: claim: %w", err)
 	}
 	return cs, nil
@@ -346,7 +357,8 @@ func (d *Dispatcher) deliver(ctx context.Context, c claimed) {
 			case status == 410:
 				result, gone = "gone", true
 			case (status == 429 || status == 503) && ok:
-				result, wait = "throttled", min(after, d.cfg.RetryAfterMax)
+				// Retry-After may lengthen the backoff, never shorten it.
+				result, wait = "throttled", max(min(after, d.cfg.RetryAfterMax), wait)
 				msg = fmt.Sprintf("answered %d, Retry-After %s", status, wait.Round(time.Second))
 			}
 		}
@@ -409,14 +421,15 @@ func (d *Dispatcher) attempt(ctx context.Context, c claimed) (answer, error) {
 }
 
 // backoff is the wait after failed attempt n (from 1): the base doubled per
-// attempt up to the max, drawn at random up to that (full jitter), so that
-// deliveries failing together do not come back together.
+// attempt up to the max, drawn at random between half that (its floor) and
+// all of it, so that deliveries failing together do not come back together
+// and none comes back sooner than its floor.
 func (d *Dispatcher) backoff(n int) time.Duration {
 	b := d.cfg.BackoffBase << min(n-1, 30)
 	if b <= 0 || b > d.cfg.BackoffMax {
 		b = d.cfg.BackoffMax
 	}
-	return time.Duration(rand.Int64N(int64(b)) + 1)
+	return b/2 + time.Duration(rand.Int64N(int64(b-b/2))+1)
 }
 
 // Collectors are the dispatcher's metrics: attempts by result and the
