@@ -33,7 +33,7 @@ func TestDispatchStatementsWalkOnlyWhatTheyNeed(t *testing.T) {
 			name, sql, args string
 			handed          int
 		}{
-			{"fan out", dispatch.FanOutSQL, "'t', 'whe_1'", 1},        // one row: the counts
+			{"fan out", dispatch.FanOutSQL, "'t', 'whe_1'", 1},            // one row: the counts
 			{"claim", dispatch.ClaimSQL, "32, 30, 100, 100, 't', 16", 32}, // a batch of the 100 owed
 		} {
 			read, got := pgtest.Explain(t, pool, mode, c.sql, c.args)
