@@ -59,3 +59,6 @@ func ClaimOnly(ctx context.Context, d *Dispatcher) (int, error) {
 	cs, err := d.claim(ctx, newShares(d.cfg.Workers), d.cfg.Batch)
 	return len(cs), err
 }
+
+// FanOutOnly positions and fans out, claiming nothing.
+func FanOutOnly(ctx context.Context, d *Dispatcher) error { return d.fanOut(ctx) }

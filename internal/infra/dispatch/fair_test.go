@@ -350,3 +350,43 @@ func TestIdleRoundCostsNoStatementPerTenant(t *testing.T) {
 		t.Errorf("an idle round sent %d statements for %d tenants, want a few whatever the tenants", per, tenants)
 	}
 }
+
+// TestClaimSkipsATenantWhoseRowsAreLocked: while an operator's statement
+// holds a lock on tenant a's deliveries, a claim skips a and claims b's
+// instead of waiting behind it with the claim lock held.
+func TestClaimSkipsATenantWhoseRowsAreLocked(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	keys := keyring(t)
+	for _, tenant := range []string{"a", "b"} {
+		if _, _, err := dispatch.Create(ctx, pool, keys, local, tenant, dispatch.NewEndpoint{URL: "http://127.0.0.1:1/" + tenant}); err != nil {
+			t.Fatal(err)
+		}
+		writeEvents(t, pool, tenant, 3)
+	}
+	d := newDispatcher(t, dispatch.Config{Pool: pool, Keys: keys})
+	if err := dispatch.FanOutOnly(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM webhook_deliveries WHERE tenant_id = 'a' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	n, err := dispatch.ClaimOnly(cctx, d)
+	if err != nil {
+		t.Fatalf("claim with a's rows locked: %v", err)
+	}
+	if n != 3 {
+		t.Errorf("claimed %d, want b's 3", n)
+	}
+	if got := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE tenant_id = 'b' AND attempts = 1`); got != 3 {
+		t.Errorf("%d of b's deliveries leased, want 3", got)
+	}
+}

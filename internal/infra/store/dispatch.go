@@ -185,6 +185,13 @@ ORDER BY w.tenant_id`
 // statement.
 const ClaimLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('tokend.webhooks.claim', 0))`
 
+// ClaimLockTimeoutSQL bounds, for the rest of a claim's transaction (after
+// ClaimLockSQL), each wait for a delivery's row lock: a tenant whose rows an
+// operator's disable or redeliver holds is skipped this round (store.Claim
+// answers an error LockNotAvailable reports) instead of stalling every
+// tenant's claim behind the global lock.
+const ClaimLockTimeoutSQL = `SET LOCAL lock_timeout = '50ms'`
+
 // ClaimSQL leases for $2 seconds up to $1 due deliveries of tenant $5's
 // enabled endpoints, counting the attempt, and answers what sending them
 // needs, and whether the endpoint is failing (suspect: its last attempt

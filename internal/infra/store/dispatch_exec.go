@@ -208,9 +208,12 @@ func FanOut(ctx context.Context, q db.DBTX, ep EndpointKey) (seen, offered int64
 }
 
 // ClaimLock serializes claims across instances for the rest of tx
-// (ClaimLockSQL).
+// (ClaimLockSQL), then bounds its row-lock waits (ClaimLockTimeoutSQL).
 func ClaimLock(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, ClaimLockSQL)
+	if _, err := tx.Exec(ctx, ClaimLockSQL); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, ClaimLockTimeoutSQL)
 	return err
 }
 
@@ -268,8 +271,24 @@ type ClaimedRow struct {
 }
 
 // Claim leases due deliveries of p.Tenant's enabled endpoints (ClaimSQL),
-// in tx after ClaimLock.
+// in tx after ClaimLock, within a savepoint: when a row lock is not had in
+// time (LockNotAvailable), it answers nothing claimed and tx goes on.
 func Claim(ctx context.Context, tx pgx.Tx, p ClaimParams) ([]ClaimedRow, error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	got, err := claim(ctx, sp, p)
+	if LockNotAvailable(err) {
+		return nil, sp.Rollback(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return got, sp.Commit(ctx)
+}
+
+func claim(ctx context.Context, tx pgx.Tx, p ClaimParams) ([]ClaimedRow, error) {
 	rows, err := tx.Query(ctx, ClaimSQL, p.Limit, p.LeaseSeconds, p.EndpointConcurrency, p.TenantConcurrency, p.Tenant, p.SuspectLimit)
 	if err != nil {
 		return nil, err
