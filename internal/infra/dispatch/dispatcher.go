@@ -163,20 +163,16 @@ func New(cfg Config) (*Dispatcher, error) {
 // Config.Workers deliveries in flight, claiming more as they finish, and
 // hands its workers out among tenants by their shares (shares), so that a
 // slow or hanging endpoint holds its own tenant's share and nobody else's.
-// It fans out once per Config.Interval, not each time a worker frees.
+// Fanning out runs beside it, in a goroutine of its own (fanOutLoop), so
+// that a tenant's backlog being fanned out never holds the claims back.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	fanned := make(chan struct{}, 1)
+	wg.Go(func() { d.fanOutLoop(ctx, fanned) })
 	done := make(chan claimed, d.cfg.Workers)
 	s := newShares(d.cfg.Workers)
-	var fanned time.Time
 	for {
-		if time.Since(fanned) >= d.cfg.Interval {
-			if err := d.fanOut(ctx); err != nil && ctx.Err() == nil {
-				d.log.Error("webhooks: fan out", "err", err)
-			}
-			fanned = time.Now()
-		}
 		n := 0
 		if s.free() > 0 {
 			cs, err := d.claim(ctx, s, d.cfg.Batch)
@@ -191,7 +187,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			}
 			n = len(cs)
 		}
-		wait := max(time.Until(fanned.Add(d.cfg.Interval)), 0)
+		wait := d.cfg.Interval
 		if n > 0 && s.free() > 0 {
 			wait = 0 // more may be due right now
 		}
@@ -202,6 +198,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			return ctx.Err()
 		case c := <-done:
 			s.end(c)
+		case <-fanned:
 		case <-timer.C:
 		}
 		timer.Stop()
@@ -234,33 +231,66 @@ func (d *Dispatcher) Round(ctx context.Context) (int, error) {
 	return len(claimed), nil
 }
 
-// fanOut positions the events of every webhook tenant, in one round trip
-// when none has new ones (event.Heads), then fans out the endpoints behind.
-// Idle, it costs three statements a round whatever the number of tenants.
+// fanOutLoop fans out until ctx ends: a pass at once while the last one
+// left endpoints behind, else once per Config.Interval; after each pass it
+// wakes Run's claims.
+func (d *Dispatcher) fanOutLoop(ctx context.Context, fanned chan<- struct{}) {
+	for ctx.Err() == nil {
+		more, err := d.fanOutPass(ctx)
+		if err != nil && ctx.Err() == nil {
+			d.log.Error("webhooks: fan out", "err", err)
+		}
+		select {
+		case fanned <- struct{}{}:
+		default:
+		}
+		if more && err == nil {
+			continue
+		}
+		t := time.NewTimer(d.cfg.Interval)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// fanOut fans out until no endpoint is behind.
 func (d *Dispatcher) fanOut(ctx context.Context) error {
+	for {
+		more, err := d.fanOutPass(ctx)
+		if err != nil || !more {
+			return err
+		}
+	}
+}
+
+// fanOutPass positions the events of every webhook tenant, in one round
+// trip when none has new ones (event.Heads), then gives every endpoint
+// behind one page (store.FanOutBatch), round robin, so that one endpoint's
+// backlog does not keep the others waiting; more is whether one was left
+// behind. Idle, it costs three statements whatever the number of tenants.
+func (d *Dispatcher) fanOutPass(ctx context.Context) (more bool, err error) {
 	tenants, err := store.WebhookTenants(ctx, d.cfg.Pool)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if _, err := event.Heads(ctx, d.cfg.Pool, tenants); err != nil {
-		return err
+		return false, err
 	}
 	behind, err := store.Behind(ctx, d.cfg.Pool)
 	if err != nil {
-		return err
+		return false, err
 	}
 	for _, ep := range behind {
-		for {
-			seen, _, err := store.FanOut(ctx, d.cfg.Pool, ep)
-			if err != nil {
-				return err
-			}
-			if seen < store.FanOutBatch {
-				break
-			}
+		seen, _, err := store.FanOut(ctx, d.cfg.Pool, ep)
+		if err != nil {
+			return false, err
 		}
+		more = more || seen >= store.FanOutBatch
 	}
-	return nil
+	return more, nil
 }
 
 // claimed is a delivery this dispatcher holds the lease of.
