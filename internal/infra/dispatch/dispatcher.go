@@ -236,13 +236,9 @@ func (d *Dispatcher) Round(ctx context.Context) (int, error) {
 // wakes Run's claims.
 func (d *Dispatcher) fanOutLoop(ctx context.Context, fanned chan<- struct{}) {
 	for ctx.Err() == nil {
-		more, err := d.fanOutPass(ctx)
+		more, err := d.fanOutPass(ctx, fanned)
 		if err != nil && ctx.Err() == nil {
 			d.log.Error("webhooks: fan out", "err", err)
-		}
-		select {
-		case fanned <- struct{}{}:
-		default:
 		}
 		if more && err == nil {
 			continue
@@ -259,7 +255,7 @@ func (d *Dispatcher) fanOutLoop(ctx context.Context, fanned chan<- struct{}) {
 // fanOut fans out until no endpoint is behind.
 func (d *Dispatcher) fanOut(ctx context.Context) error {
 	for {
-		more, err := d.fanOutPass(ctx)
+		more, err := d.fanOutPass(ctx, nil)
 		if err != nil || !more {
 			return err
 		}
@@ -268,10 +264,12 @@ func (d *Dispatcher) fanOut(ctx context.Context) error {
 
 // fanOutPass positions the events of every webhook tenant, in one round
 // trip when none has new ones (event.Heads), then gives every endpoint
-// behind one page (store.FanOutBatch), round robin, so that one endpoint's
-// backlog does not keep the others waiting; more is whether one was left
-// behind. Idle, it costs three statements whatever the number of tenants.
-func (d *Dispatcher) fanOutPass(ctx context.Context) (more bool, err error) {
+// behind one page (store.FanOutBatch), taking the tenants round robin, one
+// endpoint of each at a time, and waking the claims (fanned, when not nil)
+// after each turn: a tenant with many endpoints behind does not keep the
+// others' deliveries from being made. more is whether one was left behind.
+// Idle, it costs three statements whatever the number of tenants.
+func (d *Dispatcher) fanOutPass(ctx context.Context, fanned chan<- struct{}) (more bool, err error) {
 	tenants, err := store.WebhookTenants(ctx, d.cfg.Pool)
 	if err != nil {
 		return false, err
@@ -283,14 +281,37 @@ func (d *Dispatcher) fanOutPass(ctx context.Context) (more bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	var order []string
+	by := map[string][]store.EndpointKey{}
 	for _, ep := range behind {
-		seen, _, err := store.FanOut(ctx, d.cfg.Pool, ep)
-		if err != nil {
-			return false, err
+		if by[ep.Tenant] == nil {
+			order = append(order, ep.Tenant)
 		}
-		more = more || seen >= store.FanOutBatch
+		by[ep.Tenant] = append(by[ep.Tenant], ep)
 	}
-	return more, nil
+	for i := 0; ; i++ {
+		turn := false
+		for _, t := range order {
+			if i >= len(by[t]) {
+				continue
+			}
+			turn = true
+			seen, _, err := store.FanOut(ctx, d.cfg.Pool, by[t][i])
+			if err != nil {
+				return false, err
+			}
+			more = more || seen >= store.FanOutBatch
+		}
+		if !turn {
+			return more, nil
+		}
+		if fanned != nil {
+			select {
+			case fanned <- struct{}{}:
+			default:
+			}
+		}
+	}
 }
 
 // claimed is a delivery this dispatcher holds the lease of.
