@@ -172,20 +172,27 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	wg.Go(func() { d.fanOutLoop(ctx, fanned) })
 	done := make(chan claimed, d.cfg.Workers)
 	s := newShares(d.cfg.Workers)
+	var ids uint64
 	for {
 		n := 0
-		if s.free() > 0 {
-			cs, err := d.claim(ctx, s, d.cfg.Batch)
-			if err != nil && ctx.Err() == nil {
-				d.log.Error("webhooks: dispatch round", "err", err)
-			}
-			for _, c := range cs {
-				wg.Go(func() {
-					d.deliver(ctx, c)
-					done <- c
-				})
-			}
-			n = len(cs)
+		cs, starved, err := d.claim(ctx, s, d.cfg.Batch)
+		if err != nil && ctx.Err() == nil {
+			d.log.Error("webhooks: dispatch round", "err", err)
+		}
+		for _, c := range cs {
+			ids++
+			c.id = ids
+			actx, cancel := context.WithCancelCause(ctx)
+			s.fly(c, cancel)
+			wg.Go(func() {
+				defer cancel(nil)
+				d.deliver(ctx, actx, c)
+				done <- c
+			})
+		}
+		n = len(cs)
+		if starved > 0 {
+			s.preempt(starved, time.Now())
 		}
 		wait := d.cfg.Interval
 		if n > 0 && s.free() > 0 {
@@ -219,13 +226,13 @@ func (d *Dispatcher) Round(ctx context.Context) (int, error) {
 	if err := d.fanOut(ctx); err != nil {
 		return 0, err
 	}
-	claimed, err := d.claim(ctx, newShares(d.cfg.Workers), d.cfg.Batch)
+	claimed, _, err := d.claim(ctx, newShares(d.cfg.Workers), d.cfg.Batch)
 	if err != nil {
 		return 0, err
 	}
 	var wg sync.WaitGroup
 	for _, c := range claimed {
-		wg.Go(func() { d.deliver(ctx, c) })
+		wg.Go(func() { d.deliver(ctx, ctx, c) })
 	}
 	wg.Wait()
 	return len(claimed), nil
@@ -316,6 +323,7 @@ func (d *Dispatcher) fanOutPass(ctx context.Context, fanned chan<- struct{}) (mo
 
 // claimed is a delivery this dispatcher holds the lease of.
 type claimed struct {
+	id                    uint64 // Run's number for it, while in flight
 	tenant, endpoint, url string
 	pos                   int64
 	attempt               int
@@ -330,21 +338,31 @@ type claimed struct {
 // claim leases up to n due deliveries as s allots them. Which tenants have
 // deliveries due is read before the claim lock (store.DueTenantsSQL), and
 // with none, no claim is made: an idle round takes no lock.
-func (d *Dispatcher) claim(ctx context.Context, s *shares, n int) ([]claimed, error) {
+func (d *Dispatcher) claim(ctx context.Context, s *shares, n int) ([]claimed, int, error) {
 	due, err := store.DueTenants(ctx, d.cfg.Pool)
 	if err != nil {
-		return nil, fmt.Errorf("webhooks: claim: %w", err)
+		return nil, 0, fmt.Errorf("webhooks: claim: %w", err)
 	}
 	if len(due) == 0 {
-		return nil, nil
+		return nil, 0, nil
+	}
+	if s.free() == 0 { // no claim to make: only count who waits
+		starved := 0
+		for _, t := range due {
+			if s.inflight[t] == 0 {
+				starved++
+			}
+		}
+		return nil, starved, nil
 	}
 	var cs []claimed
+	var starved int
 	err = pgx.BeginFunc(ctx, d.cfg.Pool, func(tx pgx.Tx) error {
 		if err := store.ClaimLock(ctx, tx); err != nil {
 			return err
 		}
 		// One tenant per claim (on Citus, one worker).
-		got, err := s.allot(due, n, func(tenant string, limit, suspect int) ([]claimed, error) {
+		got, st, err := s.allot(due, n, func(tenant string, limit, suspect int) ([]claimed, error) {
 			rows, err := store.Claim(ctx, tx, store.ClaimParams{Tenant: tenant, Limit: limit, LeaseSeconds: d.cfg.Lease.Seconds(),
 				EndpointConcurrency: d.cfg.EndpointConcurrency, TenantConcurrency: d.cfg.TenantConcurrency, SuspectLimit: suspect})
 			if err != nil {
@@ -358,7 +376,7 @@ func (d *Dispatcher) claim(ctx context.Context, s *shares, n int) ([]claimed, er
 			}
 			return out, nil
 		})
-		cs = got
+		cs, starved = got, st
 		return err
 	})
 	if err != nil {
@@ -366,18 +384,22 @@ func (d *Dispatcher) claim(ctx context.Context, s *shares, n int) ([]claimed, er
 		for _, c := range cs {
 			s.end(c)
 		}
-		return nil, fmt.Errorf("webhooks: claim: %w", err)
+		return nil, 0, fmt.Errorf("webhooks: claim: %w", err)
 	}
-	return cs, nil
+	return cs, starved, nil
 }
 
-// deliver sends one claimed delivery and records the answer.
-func (d *Dispatcher) deliver(ctx context.Context, c claimed) {
+// deliver sends one claimed delivery under actx (which preempt may
+// cancel) and records the answer; ctx ending is a shutdown.
+func (d *Dispatcher) deliver(ctx, actx context.Context, c claimed) {
 	log := d.log.With("tenant", c.tenant, "endpoint", c.endpoint, "event", c.event.ID, "attempt", c.attempt)
 	start := time.Now()
-	ans, sendErr := d.attempt(ctx, c)
+	ans, sendErr := d.attempt(actx, c)
 	if ctx.Err() != nil {
 		return // shutting down: the lease runs out and another round sends it
+	}
+	if errors.Is(context.Cause(actx), errPreempted) {
+		sendErr = errPreempted
 	}
 	status := ans.status
 	ms := time.Since(start).Milliseconds()

@@ -14,7 +14,7 @@ func SendWithoutRecording(ctx context.Context, d *Dispatcher) (int, error) {
 	if err := d.fanOut(ctx); err != nil {
 		return 0, err
 	}
-	cs, err := d.claim(ctx, newShares(d.cfg.Workers), d.cfg.Batch)
+	cs, _, err := d.claim(ctx, newShares(d.cfg.Workers), d.cfg.Batch)
 	for _, c := range cs {
 		_, _ = d.attempt(ctx, c)
 	}
@@ -56,7 +56,7 @@ func Control(allowed []string, address string) error {
 // ClaimOnly claims what d may (as a dispatcher with nothing in flight) and
 // sends none of it, answering how many it leased.
 func ClaimOnly(ctx context.Context, d *Dispatcher) (int, error) {
-	cs, err := d.claim(ctx, newShares(d.cfg.Workers), d.cfg.Batch)
+	cs, _, err := d.claim(ctx, newShares(d.cfg.Workers), d.cfg.Batch)
 	return len(cs), err
 }
 

@@ -1,6 +1,18 @@
 package dispatch
 
-import "slices"
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+)
+
+// preemptAfter is how long an attempt runs before it may be cut short for
+// a tenant that has nothing in flight and finds no free worker.
+const preemptAfter = time.Second
+
+// errPreempted is a preempted attempt's error, as the tenant reads it.
+var errPreempted = errors.New("preempted: the attempt took a worker other tenants were waiting for")
 
 // shares is how one dispatcher divides its workers among tenants: fairness
 // as a property of the scheduler, not of a cap (docs/webhooks.md).
@@ -18,15 +30,63 @@ import "slices"
 //     flight each (store.ClaimSQL) and at most a quarter of the workers
 //     between them, so hanging endpoints, once they have failed, hold at
 //     most that many workers, each for at most Config.Timeout.
+//   - When a tenant with nothing in flight finds no free worker (the reserve
+//     taken by other newcomers, say tenants whose endpoints hang and have
+//     not failed yet), the attempt running longest, past preemptAfter, of
+//     the tenant holding the most workers is cut short and recorded as a
+//     failed attempt (errPreempted): no tenant waits an attempt timeout.
 type shares struct {
 	workers, reserve, suspectCap int
 	busy, suspect                int            // in flight here: all, and to suspect endpoints
 	inflight                     map[string]int // tenant → in flight here
 	last                         string         // the tenant served last
+	flights                      map[uint64]flight
+}
+
+// flight is an attempt in flight, which preempt may cut short.
+type flight struct {
+	tenant string
+	start  time.Time
+	cancel context.CancelCauseFunc
 }
 
 func newShares(workers int) *shares {
-	return &shares{workers: workers, reserve: max(1, workers/8), suspectCap: max(1, workers/4), inflight: map[string]int{}}
+	return &shares{workers: workers, reserve: max(1, workers/8), suspectCap: max(1, workers/4), inflight: map[string]int{},
+		flights: map[uint64]flight{}}
+}
+
+// fly records c's attempt as cancellable by preempt.
+func (s *shares) fly(c claimed, cancel context.CancelCauseFunc) {
+	s.flights[c.id] = flight{tenant: c.tenant, start: time.Now(), cancel: cancel}
+}
+
+// preempt cuts short up to n attempts: each time, of the tenant with the
+// most in flight, its attempt running longest, if past preemptAfter.
+func (s *shares) preempt(n int, now time.Time) int {
+	cut := 0
+	for range n {
+		most := ""
+		for t, k := range s.inflight {
+			if k > s.inflight[most] || k == s.inflight[most] && t < most {
+				most = t
+			}
+		}
+		var id uint64
+		var oldest *flight
+		for i, f := range s.flights {
+			if f.tenant == most && now.Sub(f.start) >= preemptAfter && (oldest == nil || f.start.Before(oldest.start)) {
+				f := f
+				id, oldest = i, &f
+			}
+		}
+		if oldest == nil {
+			return cut
+		}
+		oldest.cancel(errPreempted)
+		delete(s.flights, id)
+		cut++
+	}
+	return cut
 }
 
 func (s *shares) free() int { return s.workers - s.busy }
@@ -44,6 +104,7 @@ func (s *shares) take(c claimed) {
 // end counts a delivery out of flight.
 func (s *shares) end(c claimed) {
 	s.busy--
+	delete(s.flights, c.id)
 	if s.inflight[c.tenant]--; s.inflight[c.tenant] <= 0 {
 		delete(s.inflight, c.tenant)
 	}
@@ -79,8 +140,9 @@ func (s *shares) share(due []string) int {
 // deliveries and answers them, after which they count in flight. It
 // serves newcomers first (tenants with nothing in flight here: the reserve
 // is theirs), then tops every tenant up to its share from the workers
-// above the reserve, at most batch in all.
-func (s *shares) allot(due []string, batch int, claim func(tenant string, n, suspect int) ([]claimed, error)) ([]claimed, error) {
+// above the reserve, at most batch in all. starved is how many newcomers
+// found no free worker.
+func (s *shares) allot(due []string, batch int, claim func(tenant string, n, suspect int) ([]claimed, error)) (_ []claimed, starved int, err error) {
 	due = slices.Clone(due)
 	slices.Sort(due)
 	order := s.order(due)
@@ -108,16 +170,20 @@ func (s *shares) allot(due []string, batch int, claim func(tenant string, n, sus
 		first := max(1, min(share, s.reserve/newcomers))
 		for _, t := range order {
 			if s.inflight[t] == 0 {
+				if s.free() == 0 {
+					starved++
+					continue
+				}
 				if err := try(t, first); err != nil {
-					return out, err
+					return out, starved, err
 				}
 			}
 		}
 	}
 	for _, t := range order {
 		if err := try(t, min(share-s.inflight[t], s.free()-s.reserve)); err != nil {
-			return out, err
+			return out, starved, err
 		}
 	}
-	return out, nil
+	return out, starved, nil
 }
