@@ -49,8 +49,9 @@ const (
 type Config struct {
 	Pool *pgxpool.Pool  // required
 	Keys *token.Keyring // required: endpoints' secrets are derived from it
-	// Interval is the pause between rounds that found nothing to do.
-	// Defaults to 500 ms.
+	// Interval is the pause between rounds that found nothing to do, and
+	// between fan-out passes that left no endpoint behind. Defaults to
+	// 500 ms.
 	Interval time.Duration
 	// Timeout bounds each attempt. Defaults to 10 s.
 	Timeout time.Duration
