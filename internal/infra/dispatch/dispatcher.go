@@ -48,8 +48,9 @@ const (
 type Config struct {
 	Pool *pgxpool.Pool  // required
 	Keys *token.Keyring // required: endpoints' secrets are derived from it
-	// Interval is the pause between rounds that found nothing to do.
-	// Defaults to 500 ms.
+	// Interval is the pause between rounds that found nothing to do, and
+	// between fan-out passes that left no endpoint behind. Defaults to
+	// 500 ms.
 	Interval time.Duration
 	// Timeout bounds each attempt. Defaults to 10 s.
 	Timeout time.Duration
@@ -159,31 +160,42 @@ func New(cfg Config) (*Dispatcher, error) {
 }
 
 // Run delivers until ctx ends, and returns ctx's error. It keeps up to
-// Config.Workers deliveries in flight, claiming more as they finish, so
-// that a slow endpoint holds its own attempts and nobody else's.
+// Config.Workers deliveries in flight, claiming more as they finish, and
+// hands its workers out among tenants by their shares (shares), so that a
+// slow or hanging endpoint holds its own tenant's share and nobody else's.
+// Fanning out runs beside it, in a goroutine of its own (fanOutLoop), so
+// that a tenant's backlog being fanned out never holds the claims back.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	done := make(chan struct{}, d.cfg.Workers)
-	inflight := 0
+	fanned := make(chan struct{}, 1)
+	wg.Go(func() { d.fanOutLoop(ctx, fanned) })
+	done := make(chan claimed, d.cfg.Workers)
+	s := newShares(d.cfg.Workers)
+	var ids uint64
 	for {
 		n := 0
-		if free := d.cfg.Workers - inflight; free > 0 {
-			cs, err := d.step(ctx, min(free, d.cfg.Batch))
-			if err != nil && ctx.Err() == nil {
-				d.log.Error("webhooks: dispatch round", "err", err)
-			}
-			for _, c := range cs {
-				inflight++
-				wg.Go(func() {
-					d.deliver(ctx, c)
-					done <- struct{}{}
-				})
-			}
-			n = len(cs)
+		cs, starved, err := d.claim(ctx, s, d.cfg.Batch)
+		if err != nil && ctx.Err() == nil {
+			d.log.Error("webhooks: dispatch round", "err", err)
+		}
+		for _, c := range cs {
+			ids++
+			c.id = ids
+			actx, cancel := context.WithCancelCause(ctx)
+			s.fly(c, cancel)
+			wg.Go(func() {
+				defer cancel(nil)
+				d.deliver(ctx, actx, c)
+				done <- c
+			})
+		}
+		n = len(cs)
+		if starved > 0 {
+			s.preempt(starved, time.Now())
 		}
 		wait := d.cfg.Interval
-		if n > 0 && inflight < d.cfg.Workers {
+		if n > 0 && s.free() > 0 {
 			wait = 0 // more may be due right now
 		}
 		timer := time.NewTimer(wait)
@@ -191,15 +203,16 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			timer.Stop()
 			return ctx.Err()
-		case <-done:
-			inflight--
+		case c := <-done:
+			s.end(c)
+		case <-fanned:
 		case <-timer.C:
 		}
 		timer.Stop()
 		for drained := false; !drained; {
 			select {
-			case <-done:
-				inflight--
+			case c := <-done:
+				s.end(c)
 			default:
 				drained = true
 			}
@@ -210,56 +223,107 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // Round runs one round (position, fan out, claim and send) and answers how
 // many deliveries it attempted, once they are all recorded.
 func (d *Dispatcher) Round(ctx context.Context) (int, error) {
-	claimed, err := d.step(ctx, d.cfg.Batch)
+	if err := d.fanOut(ctx); err != nil {
+		return 0, err
+	}
+	claimed, _, err := d.claim(ctx, newShares(d.cfg.Workers), d.cfg.Batch)
 	if err != nil {
 		return 0, err
 	}
 	var wg sync.WaitGroup
 	for _, c := range claimed {
-		wg.Go(func() { d.deliver(ctx, c) })
+		wg.Go(func() { d.deliver(ctx, ctx, c) })
 	}
 	wg.Wait()
 	return len(claimed), nil
 }
 
-// step positions and fans out, then claims up to n due deliveries.
-func (d *Dispatcher) step(ctx context.Context, n int) ([]claimed, error) {
-	if err := d.fanOut(ctx); err != nil {
-		return nil, err
+// fanOutLoop fans out until ctx ends: a pass at once while the last one
+// left endpoints behind, else once per Config.Interval; after each pass it
+// wakes Run's claims.
+func (d *Dispatcher) fanOutLoop(ctx context.Context, fanned chan<- struct{}) {
+	for ctx.Err() == nil {
+		more, err := d.fanOutPass(ctx, fanned)
+		if err != nil && ctx.Err() == nil {
+			d.log.Error("webhooks: fan out", "err", err)
+		}
+		if more && err == nil {
+			continue
+		}
+		t := time.NewTimer(d.cfg.Interval)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
 	}
-	return d.claim(ctx, n)
 }
 
+// fanOut fans out until no endpoint is behind.
 func (d *Dispatcher) fanOut(ctx context.Context) error {
-	tenants, err := store.WebhookTenants(ctx, d.cfg.Pool)
-	if err != nil {
-		return err
-	}
-	for _, t := range tenants {
-		if _, err := event.Position(ctx, d.cfg.Pool, t); err != nil {
+	for {
+		more, err := d.fanOutPass(ctx, nil)
+		if err != nil || !more {
 			return err
 		}
 	}
+}
+
+// fanOutPass positions the events of every webhook tenant, in one round
+// trip when none has new ones (event.Heads), then gives every endpoint
+// behind one page (store.FanOutBatch), taking the tenants round robin, one
+// endpoint of each at a time, and waking the claims (fanned, when not nil)
+// after each turn: a tenant with many endpoints behind does not keep the
+// others' deliveries from being made. more is whether one was left behind.
+// Idle, it costs three statements whatever the number of tenants.
+func (d *Dispatcher) fanOutPass(ctx context.Context, fanned chan<- struct{}) (more bool, err error) {
+	tenants, err := store.WebhookTenants(ctx, d.cfg.Pool)
+	if err != nil {
+		return false, err
+	}
+	if _, err := event.Heads(ctx, d.cfg.Pool, tenants); err != nil {
+		return false, err
+	}
 	behind, err := store.Behind(ctx, d.cfg.Pool)
 	if err != nil {
-		return err
+		return false, err
 	}
+	var order []string
+	by := map[string][]store.EndpointKey{}
 	for _, ep := range behind {
-		for {
-			seen, _, err := store.FanOut(ctx, d.cfg.Pool, ep)
-			if err != nil {
-				return err
+		if by[ep.Tenant] == nil {
+			order = append(order, ep.Tenant)
+		}
+		by[ep.Tenant] = append(by[ep.Tenant], ep)
+	}
+	for i := 0; ; i++ {
+		turn := false
+		for _, t := range order {
+			if i >= len(by[t]) {
+				continue
 			}
-			if seen < store.FanOutBatch {
-				break
+			turn = true
+			seen, _, err := store.FanOut(ctx, d.cfg.Pool, by[t][i])
+			if err != nil {
+				return false, err
+			}
+			more = more || seen >= store.FanOutBatch
+		}
+		if !turn {
+			return more, nil
+		}
+		if fanned != nil {
+			select {
+			case fanned <- struct{}{}:
+			default:
 			}
 		}
 	}
-	return nil
 }
 
 // claimed is a delivery this dispatcher holds the lease of.
 type claimed struct {
+	id                    uint64 // Run's number for it, while in flight
 	tenant, endpoint, url string
 	pos                   int64
 	attempt               int
@@ -267,54 +331,75 @@ type claimed struct {
 	keyID                 string
 	prevNonce             []byte  // the rotated-out secret, during its overlap
 	prevKeyID             *string // likewise
+	suspect               bool    // the endpoint's last attempt failed
 	event                 webhook.Event
 }
 
-func (d *Dispatcher) claim(ctx context.Context, n int) ([]claimed, error) {
+// claim leases up to n due deliveries as s allots them. Which tenants have
+// deliveries due is read before the claim lock (store.DueTenantsSQL), and
+// with none, no claim is made: an idle round takes no lock.
+func (d *Dispatcher) claim(ctx context.Context, s *shares, n int) ([]claimed, int, error) {
+	due, err := store.DueTenants(ctx, d.cfg.Pool)
+	if err != nil {
+		return nil, 0, fmt.Errorf("webhooks: claim: %w", err)
+	}
+	if len(due) == 0 {
+		return nil, 0, nil
+	}
+	if s.free() == 0 { // no claim to make: only count who waits
+		starved := 0
+		for _, t := range due {
+			if s.inflight[t] == 0 {
+				starved++
+			}
+		}
+		return nil, starved, nil
+	}
 	var cs []claimed
-	err := pgx.BeginFunc(ctx, d.cfg.Pool, func(tx pgx.Tx) error {
+	var starved int
+	err = pgx.BeginFunc(ctx, d.cfg.Pool, func(tx pgx.Tx) error {
 		if err := store.ClaimLock(ctx, tx); err != nil {
 			return err
 		}
-		// One tenant per claim (on Citus, one worker), the tenants waiting
-		// longest first, each given an even share of what is left of n:
-		// every tenant's first delivery before any tenant's second.
-		tenants, err := store.DueTenants(ctx, tx)
-		if err != nil {
-			return err
-		}
-		left := n
-		for i, tenant := range tenants {
-			if left <= 0 {
-				break
-			}
-			share := (left + len(tenants) - i - 1) / (len(tenants) - i)
-			got, err := store.Claim(ctx, tx, store.ClaimParams{Tenant: tenant, Limit: share, LeaseSeconds: d.cfg.Lease.Seconds(),
-				EndpointConcurrency: d.cfg.EndpointConcurrency, TenantConcurrency: d.cfg.TenantConcurrency})
+		// One tenant per claim (on Citus, one worker).
+		got, st, err := s.allot(due, n, func(tenant string, limit, suspect int) ([]claimed, error) {
+			rows, err := store.Claim(ctx, tx, store.ClaimParams{Tenant: tenant, Limit: limit, LeaseSeconds: d.cfg.Lease.Seconds(),
+				EndpointConcurrency: d.cfg.EndpointConcurrency, TenantConcurrency: d.cfg.TenantConcurrency, SuspectLimit: suspect})
 			if err != nil {
-				return err
+				return nil, err
 			}
-			for _, r := range got {
-				cs = append(cs, claimed{tenant: r.Tenant, endpoint: r.Endpoint, url: r.URL, pos: r.Pos, attempt: r.Attempt,
-					nonce: r.Nonce, keyID: r.KeyID, prevNonce: r.PrevNonce, prevKeyID: r.PrevKeyID, event: webhook.Event(r.Event)})
+			out := make([]claimed, len(rows))
+			for i, r := range rows {
+				out[i] = claimed{tenant: r.Tenant, endpoint: r.Endpoint, url: r.URL, pos: r.Pos, attempt: r.Attempt,
+					nonce: r.Nonce, keyID: r.KeyID, prevNonce: r.PrevNonce, prevKeyID: r.PrevKeyID, suspect: r.Suspect,
+					event: webhook.Event(r.Event)}
 			}
-			left -= len(got)
-		}
-		return nil
+			return out, nil
+		})
+		cs, starved = got, st
+		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("webhooks: claim: %w", err)
+		// The transaction rolled back: nothing was leased.
+		for _, c := range cs {
+			s.end(c)
+		}
+		return nil, 0, fmt.Errorf("webhooks: claim: %w", err)
 	}
-	return cs, nil
+	return cs, starved, nil
 }
 
-// deliver sends one claimed delivery and records the answer.
-func (d *Dispatcher) deliver(ctx context.Context, c claimed) {
+// deliver sends one claimed delivery under actx (which preempt may
+// cancel) and records the answer; ctx ending is a shutdown.
+func (d *Dispatcher) deliver(ctx, actx context.Context, c claimed) {
 	log := d.log.With("tenant", c.tenant, "endpoint", c.endpoint, "event", c.event.ID, "attempt", c.attempt)
 	start := time.Now()
-	ans, sendErr := d.attempt(ctx, c)
+	ans, sendErr := d.attempt(actx, c)
 	if ctx.Err() != nil {
 		return // shutting down: the lease runs out and another round sends it
+	}
+	if errors.Is(context.Cause(actx), errPreempted) {
+		sendErr = errPreempted
 	}
 	status := ans.status
 	ms := time.Since(start).Milliseconds()
@@ -345,7 +430,8 @@ func (d *Dispatcher) deliver(ctx context.Context, c claimed) {
 			case status == 410:
 				result, gone = "gone", true
 			case (status == 429 || status == 503) && ok:
-				result, wait = "throttled", min(after, d.cfg.RetryAfterMax)
+				// Retry-After may lengthen the backoff, never shorten it.
+				result, wait = "throttled", max(min(after, d.cfg.RetryAfterMax), wait)
 				msg = fmt.Sprintf("answered %d, Retry-After %s", status, wait.Round(time.Second))
 			}
 		}
@@ -408,14 +494,15 @@ func (d *Dispatcher) attempt(ctx context.Context, c claimed) (answer, error) {
 }
 
 // backoff is the wait after failed attempt n (from 1): the base doubled per
-// attempt up to the max, drawn at random up to that (full jitter), so that
-// deliveries failing together do not come back together.
+// attempt up to the max, drawn at random between half that (its floor) and
+// all of it, so that deliveries failing together do not come back together
+// and none comes back sooner than its floor.
 func (d *Dispatcher) backoff(n int) time.Duration {
 	b := d.cfg.BackoffBase << min(n-1, 30)
 	if b <= 0 || b > d.cfg.BackoffMax {
 		b = d.cfg.BackoffMax
 	}
-	return time.Duration(rand.Int64N(int64(b)) + 1)
+	return b/2 + time.Duration(rand.Int64N(int64(b-b/2))+1)
 }
 
 // Collectors are the dispatcher's metrics: attempts by result and the

@@ -5,13 +5,17 @@
 // steps, each a short transaction of its own:
 //
 //  1. it gives feed positions to settled events (package event) of every
-//     tenant with an enabled endpoint;
-//  2. it fans out: each enabled endpoint gets a delivery row for every event
-//     after its feed position whose type it takes, and its position moves
-//     past them, in one statement, so no event is offered twice or skipped;
-//  3. it claims due deliveries with FOR UPDATE SKIP LOCKED, leasing each for
-//     Config.Lease and counting the attempt, sends them outside any
+//     tenant with an endpoint;
+//  2. it fans out: each endpoint gets a delivery row for every event after
+//     its feed position whose type it takes (parked while it is disabled),
+//     and its position moves past them, in one statement, so no event is
+//     offered twice or skipped;
+//  3. it claims due deliveries under a lock that serializes claims, handing
+//     its workers out by tenants' shares (docs/webhooks.md), leasing each
+//     for Config.Lease and counting the attempt, sends them outside any
 //     transaction, and records each answer, fenced by the attempt number.
+//
+// Steps 1 and 2 run in a goroutine of their own beside step 3.
 //
 // One delivery is sent by one dispatcher at a time. A dispatcher that dies
 // between sending and recording leaves a lease that runs out, and the

@@ -14,7 +14,7 @@ func SendWithoutRecording(ctx context.Context, d *Dispatcher) (int, error) {
 	if err := d.fanOut(ctx); err != nil {
 		return 0, err
 	}
-	cs, err := d.claim(ctx, d.cfg.Batch)
+	cs, _, err := d.claim(ctx, newShares(d.cfg.Workers), d.cfg.Batch)
 	for _, c := range cs {
 		_, _ = d.attempt(ctx, c)
 	}
@@ -52,3 +52,13 @@ func Control(allowed []string, address string) error {
 	}
 	return p.control(context.Background(), "tcp", address, nil)
 }
+
+// ClaimOnly claims what d may (as a dispatcher with nothing in flight) and
+// sends none of it, answering how many it leased.
+func ClaimOnly(ctx context.Context, d *Dispatcher) (int, error) {
+	cs, _, err := d.claim(ctx, newShares(d.cfg.Workers), d.cfg.Batch)
+	return len(cs), err
+}
+
+// FanOutOnly positions and fans out, claiming nothing.
+func FanOutOnly(ctx context.Context, d *Dispatcher) error { return d.fanOut(ctx) }

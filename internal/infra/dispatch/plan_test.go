@@ -33,8 +33,8 @@ func TestDispatchStatementsWalkOnlyWhatTheyNeed(t *testing.T) {
 			name, sql, args string
 			handed          int
 		}{
-			{"fan out", dispatch.FanOutSQL, "'t', 'whe_1'", 1},        // one row: the counts
-			{"claim", dispatch.ClaimSQL, "32, 30, 100, 100, 't'", 32}, // a batch of the 100 owed
+			{"fan out", dispatch.FanOutSQL, "'t', 'whe_1'", 1},            // one row: the counts
+			{"claim", dispatch.ClaimSQL, "32, 30, 100, 100, 't', 16", 32}, // a batch of the 100 owed
 		} {
 			read, got := pgtest.Explain(t, pool, mode, c.sql, c.args)
 			if got != c.handed {
@@ -80,7 +80,7 @@ func TestDispatchStatementsStayUnderJIT(t *testing.T) {
 		for _, c := range []struct{ name, sql, args string }{
 			{"behind", dispatch.BehindSQL, ""},
 			{"fan out", dispatch.FanOutSQL, "'t', 'whe_1'"},
-			{"claim", dispatch.ClaimSQL, "32, 30, 4, 16, 't'"},
+			{"claim", dispatch.ClaimSQL, "32, 30, 4, 16, 't', 16"},
 			{"metrics", dispatch.UndeliveredSQL, ""},
 		} {
 			for _, sql := range []string{"SET plan_cache_mode = " + mode, "PREPARE costed AS " + c.sql} {

@@ -108,7 +108,8 @@ func TestDisabledEndpointParksItsDeliveries(t *testing.T) {
 }
 
 // TestRetryAfterHonoured: a 429 or 503 with Retry-After waits what it asks,
-// bounded by RetryAfterMax; without it, the usual backoff.
+// bounded by RetryAfterMax and never less than the backoff's floor;
+// without it, the usual backoff.
 func TestRetryAfterHonoured(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -122,7 +123,10 @@ func TestRetryAfterHonoured(t *testing.T) {
 		{503, "soon", 0, 2 * time.Second},                        // unreadable: the backoff (base 1 s)
 		{500, "120", 0, 2 * time.Second},                         // not 429 or 503: the backoff
 		{429, "-5", 0, 2 * time.Second},                          // unreadable
-		{429, "0", 0, 500 * time.Millisecond},
+		// Retry-After never shortens the backoff below its floor (half the
+		// base, 500 ms): "0" and a past date once meant no wait at all.
+		{429, "0", 500 * time.Millisecond, time.Second + time.Millisecond},
+		{503, "date-300s", 500 * time.Millisecond, time.Second + time.Millisecond},
 	} {
 		t.Run(fmt.Sprint(c.status, " ", c.retryAfter), func(t *testing.T) {
 			t.Parallel()
@@ -130,8 +134,11 @@ func TestRetryAfterHonoured(t *testing.T) {
 			keys := keyring(t)
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 				v := c.retryAfter
-				if v == "date+300s" {
+				switch v {
+				case "date+300s":
 					v = time.Now().Add(300 * time.Second).UTC().Format(http.TimeFormat)
+				case "date-300s":
+					v = time.Now().Add(-300 * time.Second).UTC().Format(http.TimeFormat)
 				}
 				w.Header().Set("Retry-After", v)
 				w.WriteHeader(c.status)

@@ -48,7 +48,10 @@ const EndpointGetSQL = `SELECT ` + endpointColumns + ` FROM webhook_endpoints WH
 
 // EndpointSetEnabledSQL enables or disables an endpoint. Disabling parks its
 // pending deliveries; enabling resumes its parked ones, due now, each with
-// a new maximum age.
+// a new maximum age. A lease is never cleared here: a delivery in flight
+// stays pending and leased, counted against its tenant and claimed by no
+// one else, until its attempt is recorded (FailedSQL parks it then when its
+// endpoint is still disabled).
 const EndpointSetEnabledSQL = `
 WITH w AS (
     UPDATE webhook_endpoints
@@ -58,11 +61,12 @@ WITH w AS (
     RETURNING ` + endpointColumns + `
 ), p AS (
     UPDATE webhook_deliveries d
-    SET state = CASE WHEN $3 THEN 'pending' ELSE 'parked' END, leased_until = NULL,
+    SET state = CASE WHEN $3 THEN 'pending' ELSE 'parked' END,
         next_attempt_at = CASE WHEN $3 THEN (SELECT now()) ELSE d.next_attempt_at END,
         created_at = CASE WHEN $3 THEN (SELECT now()) ELSE d.created_at END
     FROM w
     WHERE d.tenant_id = $1 AND d.tenant_id = w.tenant_id AND d.endpoint_id = w.id AND d.state = CASE WHEN $3 THEN 'parked' ELSE 'pending' END
+      AND ($3 OR d.leased_until IS NULL OR d.leased_until <= (SELECT now()))
 )
 SELECT * FROM w`
 
@@ -74,11 +78,12 @@ const EndpointDeleteSQL = `DELETE FROM webhook_endpoints WHERE tenant_id = $1 AN
 // ones (hurried: due now) and parked ones; with $6 also the delivered ones.
 // A delivery sent again starts a new maximum age; a hurried one keeps its
 // own, and its lease when in flight. On a disabled endpoint they are parked
-// until it is enabled.
+// until it is enabled, except one in flight, which stays pending and leased
+// until its attempt is recorded.
 const RedeliverSQL = `
 WITH u AS (
     UPDATE webhook_deliveries d
-    SET state = CASE WHEN w.enabled THEN 'pending' ELSE 'parked' END,
+    SET state = CASE WHEN w.enabled OR (d.state = 'pending' AND d.leased_until > now()) THEN 'pending' ELSE 'parked' END,
         next_attempt_at = now(),
         created_at = CASE WHEN d.state = 'pending' THEN d.created_at ELSE (SELECT now()) END,
         leased_until = CASE WHEN d.state = 'pending' THEN d.leased_until END,
@@ -103,16 +108,17 @@ WHERE d.tenant_id = $1 AND d.endpoint_id = $2
 ORDER BY d.pos DESC
 LIMIT $3`
 
-// WebhookTenantsSQL is the tenants with an enabled endpoint.
-const WebhookTenantsSQL = `SELECT DISTINCT tenant_id FROM webhook_endpoints WHERE enabled`
+// WebhookTenantsSQL is the tenants with an endpoint, enabled or not: a
+// disabled one is owed its events too (FanOutSQL parks them).
+const WebhookTenantsSQL = `SELECT DISTINCT tenant_id FROM webhook_endpoints`
 
-// BehindSQL is the enabled endpoints whose feed position is behind their
-// tenant's feed head: what a round fans out, none when idle. It reads the
-// endpoints and the heads only, however many deliveries there are.
+// BehindSQL is the endpoints, enabled or not, whose feed position is behind
+// their tenant's feed head: what a round fans out, none when idle. It reads
+// the endpoints and the heads only, however many deliveries there are.
 const BehindSQL = `
 SELECT w.tenant_id, w.id FROM webhook_endpoints w
 JOIN event_feed_heads h ON h.tenant_id = w.tenant_id
-WHERE w.enabled AND h.pos > w.feed_pos`
+WHERE h.pos > w.feed_pos`
 
 // FanOutBatch is the most events one fan-out statement offers an endpoint.
 const FanOutBatch = 500
@@ -124,14 +130,16 @@ const FanOutBatch = 500
 // position past all of them. One endpoint at a time keeps the plan's cost
 // to one endpoint's page, so it stays under jit_above_cost whatever the
 // number of endpoints or deliveries. An endpoint another dispatcher is
-// fanning out is skipped.
+// fanning out is skipped. A disabled endpoint's deliveries are made parked:
+// owed (its record and tokend_webhook_parked show them), not lag, not
+// tried until it is enabled.
 const FanOutSQL = `
 WITH ep AS (
-    SELECT tenant_id, id, feed_pos, event_types FROM webhook_endpoints
-    WHERE tenant_id = $1 AND id = $2 AND enabled
+    SELECT tenant_id, id, feed_pos, event_types, enabled FROM webhook_endpoints
+    WHERE tenant_id = $1 AND id = $2
     FOR UPDATE SKIP LOCKED
 ), ev AS (
-    SELECT ep.tenant_id, ep.id AS endpoint_id, e.pos, e.event_id, e.kind, ep.event_types
+    SELECT ep.tenant_id, ep.id AS endpoint_id, e.pos, e.event_id, e.kind, ep.event_types, ep.enabled
     FROM ep CROSS JOIN LATERAL (
         SELECT p.pos, e.event_id, e.kind
         FROM (SELECT pos, token_id, seq FROM event_positions
@@ -145,8 +153,8 @@ WITH ep AS (
         ) e
     ) e
 ), ins AS (
-    INSERT INTO webhook_deliveries (tenant_id, endpoint_id, pos, event_id)
-    SELECT tenant_id, endpoint_id, pos, event_id FROM ev
+    INSERT INTO webhook_deliveries (tenant_id, endpoint_id, pos, event_id, state)
+    SELECT tenant_id, endpoint_id, pos, event_id, CASE WHEN enabled THEN 'pending' ELSE 'parked' END FROM ev
     WHERE cardinality(event_types) = 0 OR kind = ANY (event_types)
     ON CONFLICT DO NOTHING
     RETURNING 1
@@ -158,36 +166,53 @@ WITH ep AS (
 )
 SELECT (SELECT count(*) FROM ev), (SELECT count(*) FROM ins)`
 
-// DueTenantsSQL is the tenants with deliveries due, the longest waiting
-// first: a read of every shard, with no lock.
+// DueTenantsSQL is the tenants with deliveries due now, by name. It looks
+// up each enabled endpoint's first due delivery in the endpoint's due index
+// (webhook_deliveries_endpoint_due), skipping only those in flight, so it
+// costs one short index probe per endpoint whatever the backlog: it runs
+// before the claim lock is taken, and no claim waits behind it.
 const DueTenantsSQL = `
-SELECT tenant_id FROM webhook_deliveries
-WHERE state = 'pending' AND next_attempt_at <= now() AND (leased_until IS NULL OR leased_until <= now())
-GROUP BY tenant_id
-ORDER BY min(next_attempt_at), tenant_id`
+SELECT w.tenant_id FROM webhook_endpoints w
+WHERE w.enabled AND EXISTS (
+    SELECT 1 FROM webhook_deliveries d
+    WHERE d.tenant_id = w.tenant_id AND d.endpoint_id = w.id AND d.state = 'pending'
+      AND d.next_attempt_at <= now() AND (d.leased_until IS NULL OR d.leased_until <= now()))
+GROUP BY w.tenant_id
+ORDER BY w.tenant_id`
 
 // ClaimLockSQL serializes claims across instances, so that what each
 // endpoint and tenant has in flight is counted right; a claim is one short
 // statement.
 const ClaimLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('tokend.webhooks.claim', 0))`
 
-// ClaimSQL leases for $2 seconds up to $1 due deliveries of enabled
-// endpoints, counting the attempt, and answers what sending them needs.
-// It is fair: an endpoint has at most $3 deliveries in flight and a tenant
-// at most $4, on all instances together (leases not run out), and a batch
-// takes every tenant's first delivery before any tenant's second.
+// ClaimLockTimeoutSQL bounds, for the rest of a claim's transaction (after
+// ClaimLockSQL), each wait for a delivery's row lock: a tenant whose rows an
+// operator's disable or redeliver holds is skipped this round (store.Claim
+// answers an error LockNotAvailable reports) instead of stalling every
+// tenant's claim behind the global lock.
+const ClaimLockTimeoutSQL = `SET LOCAL lock_timeout = '50ms'`
+
+// ClaimSQL leases for $2 seconds up to $1 due deliveries of tenant $5's
+// enabled endpoints, counting the attempt, and answers what sending them
+// needs, and whether the endpoint is failing (suspect: its last attempt
+// failed). An endpoint has at most $3 deliveries in flight, a failing one
+// at most 1 (a probe), and the tenant at most $4, on all instances together
+// (leases not run out, on every endpoint of the tenant, disabled ones too:
+// an attempt in flight counts until it is recorded); at most $6 of the
+// batch go to failing endpoints; a batch takes every endpoint's first
+// delivery before any endpoint's second.
 const ClaimSQL = `
 WITH ep AS (
-    SELECT w.tenant_id, w.id,
+    SELECT w.tenant_id, w.id, w.enabled, w.failing_since IS NOT NULL AS suspect,
            (SELECT count(*) FROM webhook_deliveries b
             WHERE b.tenant_id = $5 AND b.endpoint_id = w.id AND b.state = 'pending'
               AND b.leased_until IS NOT NULL AND b.leased_until > now()) AS busy
     FROM webhook_endpoints w
-    WHERE w.tenant_id = $5 AND w.enabled
+    WHERE w.tenant_id = $5
 ), tb AS (
     SELECT tenant_id, sum(busy) AS busy FROM ep GROUP BY tenant_id
 ), due AS (
-    SELECT d.tenant_id, d.endpoint_id, d.pos, d.next_attempt_at, d.er, ep.busy, tb.busy AS tbusy
+    SELECT d.tenant_id, d.endpoint_id, d.pos, d.next_attempt_at, d.er, ep.suspect, tb.busy AS tbusy
     FROM ep JOIN tb ON tb.tenant_id = ep.tenant_id
     CROSS JOIN LATERAL (
         SELECT d.tenant_id, d.endpoint_id, d.pos, d.next_attempt_at,
@@ -198,11 +223,17 @@ WITH ep AS (
         ORDER BY d.next_attempt_at, d.pos
         LIMIT $3
     ) d
-    WHERE d.er + ep.busy <= $3
+    WHERE ep.enabled AND d.er + ep.busy <= CASE WHEN ep.suspect THEN 1 ELSE $3 END
+), kept AS (
+    SELECT * FROM (
+        SELECT due.*, row_number() OVER (PARTITION BY suspect ORDER BY er, next_attempt_at, pos) AS sr
+        FROM due
+    ) k
+    WHERE NOT suspect OR sr <= $6
 ), ranked AS (
     SELECT tenant_id, endpoint_id, pos, next_attempt_at,
            tbusy + row_number() OVER (PARTITION BY tenant_id ORDER BY er, next_attempt_at, pos) AS tr
-    FROM due
+    FROM kept
 ), pick AS (
     SELECT tenant_id, endpoint_id, pos FROM ranked
     WHERE tr <= $4
@@ -219,6 +250,7 @@ WITH ep AS (
 SELECT l.tenant_id, l.endpoint_id, l.pos, l.attempts, w.url, w.secret_nonce, w.secret_key_id,
        CASE WHEN w.prev_secret_until > now() THEN w.prev_secret_nonce END,
        CASE WHEN w.prev_secret_until > now() THEN w.prev_secret_key_id END,
+       w.failing_since IS NOT NULL,
        e.event_id, e.kind, e.token_id, coalesce(e.operation, ''), coalesce(e.subject, ''), e.actor,
        e.from_state, e.to_state, e.generation, e.outcome_status, e.outcome_body, e.at
 FROM leased l
@@ -250,17 +282,20 @@ SELECT count(*) FROM d`
 // FailedSQL records a failed attempt $4: the delivery waits $7 seconds for
 // the next, or fails for good past the maximum age ($8 seconds). The
 // endpoint is disabled, its pending deliveries parked, when it answered
-// 410 Gone ($11) or has failed for longer than $9 seconds.
+// 410 Gone ($11) or has failed for longer than $9 seconds; the delivery is
+// parked too when its endpoint was disabled while it was in flight. Other
+// deliveries in flight keep their leases: each is parked when its own
+// attempt is recorded.
 const FailedSQL = `
 WITH w0 AS (
     SELECT enabled AND ($11 OR least(failing_since, now()) <= (SELECT now() - make_interval(secs => $9))) AS off,
-           least(failing_since, now()) AS since
+           NOT enabled AS disabled, least(failing_since, now()) AS since
     FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2
 ), d AS (
     UPDATE webhook_deliveries
-    SET state = CASE WHEN (SELECT off FROM w0) THEN 'parked'
+    SET state = CASE WHEN (SELECT off OR disabled FROM w0) THEN 'parked'
                      WHEN created_at <= (SELECT now() - make_interval(secs => $8)) THEN 'failed' ELSE 'pending' END,
-        finished_at = CASE WHEN NOT (SELECT off FROM w0) AND created_at <= (SELECT now() - make_interval(secs => $8)) THEN (SELECT now()) END,
+        finished_at = CASE WHEN NOT (SELECT off OR disabled FROM w0) AND created_at <= (SELECT now() - make_interval(secs => $8)) THEN (SELECT now()) END,
         next_attempt_at = now() + make_interval(secs => $7),
         leased_until = NULL
     WHERE tenant_id = $1 AND endpoint_id = $2 AND pos = $3 AND attempts = $4 AND state = 'pending'
@@ -280,6 +315,7 @@ WITH w0 AS (
     UPDATE webhook_deliveries
     SET state = 'parked', leased_until = NULL
     WHERE tenant_id = $1 AND endpoint_id = $2 AND pos <> $3 AND state = 'pending' AND (SELECT off FROM w0)
+      AND (leased_until IS NULL OR leased_until <= now())
 )
 SELECT coalesce((SELECT state FROM d), '')`
 

@@ -208,14 +208,17 @@ func FanOut(ctx context.Context, q db.DBTX, ep EndpointKey) (seen, offered int64
 }
 
 // ClaimLock serializes claims across instances for the rest of tx
-// (ClaimLockSQL).
+// (ClaimLockSQL), then bounds its row-lock waits (ClaimLockTimeoutSQL).
 func ClaimLock(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, ClaimLockSQL)
+	if _, err := tx.Exec(ctx, ClaimLockSQL); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, ClaimLockTimeoutSQL)
 	return err
 }
 
-// DueTenants reads the tenants with deliveries due, the longest waiting
-// first (DueTenantsSQL).
+// DueTenants reads the tenants with deliveries due, by name
+// (DueTenantsSQL).
 func DueTenants(ctx context.Context, q db.DBTX) ([]string, error) {
 	rows, err := q.Query(ctx, DueTenantsSQL)
 	if err != nil {
@@ -224,14 +227,16 @@ func DueTenants(ctx context.Context, q db.DBTX) ([]string, error) {
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// ClaimParams bound a claim (ClaimSQL): how many, for how long, and what
-// an endpoint and a tenant may have in flight.
+// ClaimParams bound a claim (ClaimSQL): how many, for how long, what an
+// endpoint and a tenant may have in flight, and how many of the claim may
+// go to failing endpoints.
 type ClaimParams struct {
 	Tenant              string
 	Limit               int
 	LeaseSeconds        float64
 	EndpointConcurrency int
 	TenantConcurrency   int
+	SuspectLimit        int
 }
 
 // WebhookEventRow is the event a claimed delivery carries, the fields of
@@ -261,20 +266,37 @@ type ClaimedRow struct {
 	KeyID                 string
 	PrevNonce             []byte  // the rotated-out secret, during its overlap
 	PrevKeyID             *string // likewise
+	Suspect               bool    // the endpoint's last attempt failed
 	Event                 WebhookEventRow
 }
 
 // Claim leases due deliveries of p.Tenant's enabled endpoints (ClaimSQL),
-// in tx after ClaimLock.
+// in tx after ClaimLock, within a savepoint: when a row lock is not had in
+// time (LockNotAvailable), it answers nothing claimed and tx goes on.
 func Claim(ctx context.Context, tx pgx.Tx, p ClaimParams) ([]ClaimedRow, error) {
-	rows, err := tx.Query(ctx, ClaimSQL, p.Limit, p.LeaseSeconds, p.EndpointConcurrency, p.TenantConcurrency, p.Tenant)
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	got, err := claim(ctx, sp, p)
+	if LockNotAvailable(err) {
+		return nil, sp.Rollback(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return got, sp.Commit(ctx)
+}
+
+func claim(ctx context.Context, tx pgx.Tx, p ClaimParams) ([]ClaimedRow, error) {
+	rows, err := tx.Query(ctx, ClaimSQL, p.Limit, p.LeaseSeconds, p.EndpointConcurrency, p.TenantConcurrency, p.Tenant, p.SuspectLimit)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (ClaimedRow, error) {
 		var c ClaimedRow
 		e := &c.Event
-		err := r.Scan(&c.Tenant, &c.Endpoint, &c.Pos, &c.Attempt, &c.URL, &c.Nonce, &c.KeyID, &c.PrevNonce, &c.PrevKeyID,
+		err := r.Scan(&c.Tenant, &c.Endpoint, &c.Pos, &c.Attempt, &c.URL, &c.Nonce, &c.KeyID, &c.PrevNonce, &c.PrevKeyID, &c.Suspect,
 			&e.ID, &e.Type, &e.TokenID, &e.Operation, &e.Subject, &e.Actor, &e.From, &e.To,
 			&e.Generation, &e.OutcomeStatus, &e.Outcome, &e.At)
 		e.Position = c.Pos

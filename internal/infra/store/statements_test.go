@@ -22,7 +22,7 @@ func TestEveryStatementRuns(t *testing.T) {
 		"endpoint rotate": store.EndpointRotateSQL, "endpoint list": store.EndpointListSQL, "endpoint get": store.EndpointGetSQL,
 		"endpoint set enabled": store.EndpointSetEnabledSQL, "endpoint delete": store.EndpointDeleteSQL,
 		"redeliver": store.RedeliverSQL, "recent deliveries": store.RecentDeliveriesSQL, "webhook tenants": store.WebhookTenantsSQL,
-		"behind": store.BehindSQL, "fan out": store.FanOutSQL, "claim lock": store.ClaimLockSQL, "claim": store.ClaimSQL,
+		"behind": store.BehindSQL, "fan out": store.FanOutSQL, "claim lock": store.ClaimLockSQL, "claim lock timeout": store.ClaimLockTimeoutSQL, "claim": store.ClaimSQL,
 		"lock holders": store.LockHoldersSQL, "session mark": store.SessionMarkSQL, "backend pid": store.BackendPIDSQL,
 		"session read": store.SessionReadSQL, "sign out": store.SignOutSQL, "forget sign-outs": store.ForgetSignOutsSQL,
 		"signed out":  store.SignedOutSQL,

@@ -1,0 +1,99 @@
+package dispatch
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// pending is a fake claim: each tenant has so many deliveries due.
+func pending(due map[string]int) func(string, int, int) ([]claimed, error) {
+	return func(t string, n, _ int) ([]claimed, error) {
+		k := min(n, due[t])
+		due[t] -= k
+		out := make([]claimed, k)
+		for i := range out {
+			out[i] = claimed{tenant: t}
+		}
+		return out, nil
+	}
+}
+
+// TestSharesNeverGiveMoreThanTheShare: with A tenants active, every round
+// leaves each tenant at most ceil(workers / A) in flight, keeps the
+// reserve for tenants with nothing in flight, and serves such a tenant
+// first when it comes due.
+func TestSharesNeverGiveMoreThanTheShare(t *testing.T) {
+	t.Parallel()
+	for _, hostile := range []int{1, 3, 6, 12, 63, 100} {
+		t.Run(fmt.Sprint(hostile), func(t *testing.T) {
+			s := newShares(64)
+			due := map[string]int{}
+			var names []string
+			for i := range hostile {
+				n := fmt.Sprintf("h%03d", i)
+				due[n], names = 1000, append(names, n)
+			}
+			for range 5 { // attempts hang: nothing ends
+				if _, _, err := s.allot(names, 64, pending(due)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			limit := (64 + hostile - 1) / hostile
+			for _, n := range names {
+				if s.inflight[n] > limit {
+					t.Errorf("%s has %d in flight, want at most ceil(64/%d) = %d", n, s.inflight[n], hostile, limit)
+				}
+			}
+			if hostile < 64-s.reserve && s.free() < s.reserve {
+				t.Errorf("%d hostile tenants left %d free, want the reserve %d", hostile, s.free(), s.reserve)
+			}
+			// A healthy tenant comes due: it is served in the next round.
+			due["ok"] = 5
+			got, starved, err := s.allot(append(names, "ok"), 64, pending(due))
+			if err != nil {
+				t.Fatal(err)
+			}
+			served := 0
+			for _, c := range got {
+				if c.tenant == "ok" {
+					served++
+				}
+			}
+			if served == 0 && starved == 0 {
+				t.Errorf("the healthy tenant got no worker and none was wanted for it")
+			}
+		})
+	}
+}
+
+// TestPreemptCutsTheBiggestTenantsOldest: preempt cancels the attempt
+// running longest of the tenant with the most in flight, only past
+// preemptAfter.
+func TestPreemptCutsTheBiggestTenantsOldest(t *testing.T) {
+	t.Parallel()
+	s := newShares(8)
+	now := time.Now()
+	cut := map[uint64]bool{}
+	add := func(id uint64, tenant string, age time.Duration) {
+		c := claimed{id: id, tenant: tenant}
+		s.take(c)
+		s.flights[id] = flight{tenant: tenant, start: now.Add(-age), cancel: func(error) { cut[id] = true }}
+	}
+	add(1, "a", 5*time.Second)
+	add(2, "b", 9*time.Second)
+	add(3, "b", 3*time.Second)
+	add(4, "b", 100*time.Millisecond)
+	if n := s.preempt(1, now); n != 1 || !cut[2] || len(cut) != 1 {
+		t.Errorf("preempt cut %d: %v, want attempt 2 (b's oldest)", n, cut)
+	}
+	s.end(claimed{id: 2, tenant: "b"})
+	if n := s.preempt(1, now); n != 1 || !cut[3] {
+		t.Errorf("preempt cut %d: %v, want attempt 3 next", n, cut)
+	}
+	s.end(claimed{id: 3, tenant: "b"})
+	// b and a hold one each; b's is too young, a's goes (ties by name).
+	if n := s.preempt(1, now); n != 1 || !cut[1] {
+		t.Errorf("preempt cut %d: %v, want attempt 1 (a's, the only one past %v)", n, cut, preemptAfter)
+	}
+}
