@@ -137,7 +137,7 @@ func (e *env) tokenIn(tn string, s token.State) intent.Issued {
 	}
 	switch s {
 	case token.Revoked:
-		if _, err := Revoke(ctx, e.pool, tn, is.Token.ID, "setup", "test"); err != nil {
+		if _, err := Revoke(ctx, e.pool, tn, is.Token.ID, Revocation{Reason: "setup", Actor: "test"}); err != nil {
 			e.t.Fatal(err)
 		}
 	case token.Expired:

@@ -262,7 +262,7 @@ func TestStale(t *testing.T) {
 			return post(t, f, "account", "acc_1", "amount", "1"), "alice"
 		}, token.ErrExpired},
 		{"revoked", func(t *testing.T, e *env, f form.Field) (*http.Request, string) {
-			if _, err := admin.Revoke(t.Context(), e.pool, tenant, f.TokenID, "test", "key_test"); err != nil {
+			if _, err := admin.Revoke(t.Context(), e.pool, tenant, f.TokenID, admin.Revocation{Reason: "test", Actor: "key_test"}); err != nil {
 				t.Fatal(err)
 			}
 			return post(t, f, "account", "acc_1", "amount", "1"), "alice"
@@ -272,7 +272,7 @@ func TestStale(t *testing.T) {
 			return post(t, f, "account", "acc_1", "amount", "1"), "alice"
 		}, token.ErrNotFound},
 		{"revoked, with refused values", func(t *testing.T, e *env, f form.Field) (*http.Request, string) {
-			if _, err := admin.Revoke(t.Context(), e.pool, tenant, f.TokenID, "test", "key_test"); err != nil {
+			if _, err := admin.Revoke(t.Context(), e.pool, tenant, f.TokenID, admin.Revocation{Reason: "test", Actor: "key_test"}); err != nil {
 				t.Fatal(err)
 			}
 			return post(t, f, "account", "acc_1", "amount", "one"), "alice"

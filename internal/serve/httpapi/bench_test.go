@@ -80,7 +80,7 @@ func BenchmarkGetToken(b *testing.B) {
 				b.Fatalf("issue: %d %s", rec.Code, rec.Body)
 			}
 			if state == "revoked" {
-				if _, err := admin.Revoke(context.Background(), base.Pool, "acme", tok.ID, "bench", "bench"); err != nil {
+				if _, err := admin.Revoke(context.Background(), base.Pool, "acme", tok.ID, admin.Revocation{Reason: "bench", Actor: "bench"}); err != nil {
 					b.Fatal(err)
 				}
 			}

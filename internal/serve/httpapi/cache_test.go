@@ -183,7 +183,7 @@ func TestCacheStaleEntryCannotDecideASpend(t *testing.T) {
 	if _, err := spender.Spend(ctx, a.pool, consume.Request{Tenant: "acme", Secret: secret, Operation: ledger.Credit, Subject: "bob", Payload: []byte(`{"account":"bob","amount":4}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.Revoke(ctx, a.pool, "acme", revoked.ID, "test", "test"); err != nil {
+	if _, err := admin.Revoke(ctx, a.pool, "acme", revoked.ID, admin.Revocation{Reason: "test", Actor: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	if res := a.get(key, "/v1/tokens/"+consumed.ID); !strings.Contains(string(res.body), `"state":"consumed"`) {
