@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"html/template"
 	"mime/multipart"
 	"net/http"
@@ -58,7 +59,7 @@ func newEnvWith(t *testing.T, cfg consume.Config) *env {
 	handlers.Register(echoOp, consume.HandlerFunc(func(_ context.Context, _ pgx.Tx, c consume.Call) (consume.Outcome, error) {
 		return consume.Outcome{Status: http.StatusOK, Result: string(c.Payload)}, nil
 	}))
-	k := tokentest.New(t, tokentest.Options{Handlers: handlers, LockWait: cfg.LockWait})
+	k := ledgertest.New(t, tokentest.Options{Handlers: handlers, LockWait: cfg.LockWait})
 	spender := k.Spender
 	e := &env{pool: k.Pool, issuer: k.Issuer, spender: spender}
 	if _, err := operation.Put(t.Context(), e.pool, tenant, operation.Policy{Name: echoOp, Mode: operation.Atomic}, spender.Handlers()); err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -29,7 +30,6 @@ import (
 	"github.com/tokend/tokend/internal/infra/apikey"
 	"github.com/tokend/tokend/internal/infra/cache"
 	"github.com/tokend/tokend/internal/serve/httpapi"
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/internal/testkit/redistest"
 	"github.com/tokend/tokend/token"
 )
@@ -388,7 +388,7 @@ func TestCacheTrueThroughRedisSnapshot(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		hc.Cache = c
 	}
-	pool := pgtest.NewPool(t)
+	pool := ledgertest.NewPool(t)
 	servers := []*api{newAPIOn(t, pool, withShared), newAPIOn(t, pool, withShared), newAPIOn(t, pool, withShared)}
 	key, op := servers[0].client(), servers[0].operator()
 
@@ -716,7 +716,7 @@ func TestCacheReadYourWritesAcrossInstances(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		hc.Cache = c
 	}
-	pool := pgtest.NewPool(t)
+	pool := ledgertest.NewPool(t)
 	servers := []*api{newAPIOn(t, pool, withShared), newAPIOn(t, pool, withShared)}
 	key := servers[0].client()
 

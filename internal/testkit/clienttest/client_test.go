@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"io"
 	"log/slog"
 	"net"
@@ -21,7 +22,6 @@ import (
 	"github.com/tokend/tokend/internal/serve/httpapi"
 	"github.com/tokend/tokend/internal/serve/ledgerapi"
 	"github.com/tokend/tokend/internal/testkit/contract"
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/internal/testkit/tokentest"
 )
 
@@ -36,8 +36,8 @@ type tokend struct {
 
 func newTokend(t *testing.T) *tokend {
 	t.Helper()
-	pool := pgtest.NewPool(t)
-	k := tokentest.New(t, tokentest.Options{Pool: pool})
+	pool := ledgertest.NewPool(t)
+	k := ledgertest.New(t, tokentest.Options{Pool: pool})
 	srv, err := httpapi.New(httpapi.Config{
 		Pool: pool, Issuer: k.Issuer, Spender: k.Spender,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -304,8 +304,8 @@ func contextWithTimeout(t *testing.T, d time.Duration) (context.Context, context
 // before (5 attempts, about 0.75 s of waits) gave up while it was down.
 func TestDefaultRetryRidesOutARestart(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
-	k := tokentest.New(t, tokentest.Options{Pool: pool})
+	pool := ledgertest.NewPool(t)
+	k := ledgertest.New(t, tokentest.Options{Pool: pool})
 	srv, err := httpapi.New(httpapi.Config{
 		Pool: pool, Issuer: k.Issuer, Spender: k.Spender,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -26,7 +26,7 @@ import (
 // client and an operator key of tenant acme: what an example's program is
 // configured with. cleanup stops it.
 func exampleTokend() (url, clientKey, operatorKey string, cleanup func()) {
-	kit, done := tokendtest.ForExample(ledger.Handlers())
+	kit, done := tokendtest.ForExample(ledger.Handlers(), ledger.Migrations)
 	srv, err := httpapi.New(httpapi.Config{
 		Pool: kit.Pool, Issuer: kit.Issuer, Spender: kit.Spender,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
