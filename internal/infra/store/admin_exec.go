@@ -16,7 +16,7 @@ type RevokeParams struct {
 // Revoke moves p's token from issued to revoked in tx, recording p.Reason
 // in its event (TransitionTx tells why it missed).
 func Revoke(ctx context.Context, tx pgx.Tx, p RevokeParams) (token.Record, error) {
-	return TransitionTx(ctx, tx, p.Tenant, p.ID, token.Issued, token.Revoke, RevokeSQL,
+	return TransitionTx(ctx, tx, p.Tenant, p.ID, token.Issued, token.Revoke, revokeSQL,
 		Moved{Tenant: p.Tenant, ID: p.ID, Actor: p.Actor, Extra: []any{p.Reason}}, p.Tenant, p.ID)
 }
 
@@ -35,9 +35,9 @@ type ReconcileParams struct {
 // issued with its generation bumped; succeeded and failed store the outcome.
 func Reconcile(ctx context.Context, tx pgx.Tx, p ReconcileParams) (token.Record, error) {
 	if p.Action == token.ReconcileNotExecuted {
-		return TransitionTx(ctx, tx, p.Tenant, p.ID, token.Unknown, p.Action, ReconcileNotExecutedSQL,
+		return TransitionTx(ctx, tx, p.Tenant, p.ID, token.Unknown, p.Action, reconcileNotExecutedSQL,
 			Moved{Tenant: p.Tenant, ID: p.ID, Actor: p.Actor}, p.Tenant, p.ID)
 	}
-	return TransitionTx(ctx, tx, p.Tenant, p.ID, token.Unknown, p.Action, ReconcileOutcomeSQL,
+	return TransitionTx(ctx, tx, p.Tenant, p.ID, token.Unknown, p.Action, reconcileOutcomeSQL,
 		Moved{Tenant: p.Tenant, ID: p.ID, Actor: p.Actor, Kind: string(p.Action)}, p.Tenant, p.ID, p.To, p.Status, p.Body)
 }

@@ -3,12 +3,12 @@ package store
 // The statements of webhook delivery (internal/infra/dispatch): endpoints, the
 // fan-out of the feed into deliveries, claims and attempts.
 
-// EndpointLockTenantSQL serializes endpoint registrations of tenant $1, so that
+// endpointLockTenantSQL serializes endpoint registrations of tenant $1, so that
 // two at once cannot both pass the cap.
-const EndpointLockTenantSQL = `SELECT pg_advisory_xact_lock(hashtextextended('tokend.webhooks:' || $1, 0))`
+const endpointLockTenantSQL = `SELECT pg_advisory_xact_lock(hashtextextended('tokend.webhooks:' || $1, 0))`
 
-// EndpointCreateSQL registers an endpoint unless tenant $1 has $7 already.
-const EndpointCreateSQL = `
+// endpointCreateSQL registers an endpoint unless tenant $1 has $7 already.
+const endpointCreateSQL = `
 INSERT INTO webhook_endpoints (tenant_id, id, url, event_types, secret_nonce, secret_key_id, feed_pos)
 SELECT $1, $2, $3, $4, $5, $6, coalesce((SELECT pos FROM event_feed_heads WHERE tenant_id = $1), 0)
 WHERE (SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $1) < $7
@@ -29,10 +29,10 @@ const endpointColumns = `tenant_id, id, url, event_types, secret_nonce, secret_k
 // On plain Postgres it is an InitPlan with now()'s value. The clock is the
 // database's either way, read once per transaction.
 
-// EndpointRotateSQL gives the endpoint the secret of nonce $3 under key $4; the one
+// endpointRotateSQL gives the endpoint the secret of nonce $3 under key $4; the one
 // it replaces keeps signing beside it for $5 seconds. One rotated earlier
 // and still in its overlap stops signing now.
-const EndpointRotateSQL = `
+const endpointRotateSQL = `
 UPDATE webhook_endpoints
 SET prev_secret_nonce = secret_nonce, prev_secret_key_id = secret_key_id,
     prev_secret_until = now() + make_interval(secs => $5),
@@ -40,16 +40,16 @@ SET prev_secret_nonce = secret_nonce, prev_secret_key_id = secret_key_id,
 WHERE tenant_id = $1 AND id = $2
 RETURNING ` + endpointColumns
 
-// EndpointListSQL is tenant $1's endpoints, oldest first.
-const EndpointListSQL = `SELECT ` + endpointColumns + ` FROM webhook_endpoints WHERE tenant_id = $1 ORDER BY created_at, id`
+// endpointListSQL is tenant $1's endpoints, oldest first.
+const endpointListSQL = `SELECT ` + endpointColumns + ` FROM webhook_endpoints WHERE tenant_id = $1 ORDER BY created_at, id`
 
-// EndpointGetSQL is tenant $1's endpoint $2.
-const EndpointGetSQL = `SELECT ` + endpointColumns + ` FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2`
+// endpointGetSQL is tenant $1's endpoint $2.
+const endpointGetSQL = `SELECT ` + endpointColumns + ` FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2`
 
-// EndpointSetEnabledSQL enables or disables an endpoint. Disabling parks its
+// endpointSetEnabledSQL enables or disables an endpoint. Disabling parks its
 // pending deliveries; enabling resumes its parked ones, due now, each with
 // a new maximum age.
-const EndpointSetEnabledSQL = `
+const endpointSetEnabledSQL = `
 WITH w AS (
     UPDATE webhook_endpoints
     SET enabled = $3, disabled_reason = CASE WHEN $3 THEN NULL ELSE $4 END,
@@ -66,16 +66,16 @@ WITH w AS (
 )
 SELECT * FROM w`
 
-// EndpointDeleteSQL deletes tenant $1's endpoint $2 with its deliveries.
-const EndpointDeleteSQL = `DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2 RETURNING ` + endpointColumns
+// endpointDeleteSQL deletes tenant $1's endpoint $2 with its deliveries.
+const endpointDeleteSQL = `DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2 RETURNING ` + endpointColumns
 
-// RedeliverSQL sends the endpoint's deliveries after position $3 (only the
+// redeliverSQL sends the endpoint's deliveries after position $3 (only the
 // one at $5, when given) now: the failed ones; with $4 also the pending
 // ones (hurried: due now) and parked ones; with $6 also the delivered ones.
 // A delivery sent again starts a new maximum age; a hurried one keeps its
 // own, and its lease when in flight. On a disabled endpoint they are parked
 // until it is enabled.
-const RedeliverSQL = `
+const redeliverSQL = `
 WITH u AS (
     UPDATE webhook_deliveries d
     SET state = CASE WHEN w.enabled THEN 'pending' ELSE 'parked' END,
@@ -91,8 +91,8 @@ WITH u AS (
 )
 SELECT count(*) FROM u`
 
-// RecentDeliveriesSQL is an endpoint's latest deliveries with their attempts.
-const RecentDeliveriesSQL = `
+// recentDeliveriesSQL is an endpoint's latest deliveries with their attempts.
+const recentDeliveriesSQL = `
 SELECT d.pos, d.event_id, d.state, d.attempts, d.next_attempt_at, d.created_at, d.finished_at,
        coalesce((SELECT jsonb_agg(jsonb_build_object('attempt', a.attempt, 'at', a.at, 'status', a.status,
                                                     'error', a.error, 'duration_ms', a.duration_ms) ORDER BY a.attempt)
@@ -103,13 +103,13 @@ WHERE d.tenant_id = $1 AND d.endpoint_id = $2
 ORDER BY d.pos DESC
 LIMIT $3`
 
-// WebhookTenantsSQL is the tenants with an enabled endpoint.
-const WebhookTenantsSQL = `SELECT DISTINCT tenant_id FROM webhook_endpoints WHERE enabled`
+// webhookTenantsSQL is the tenants with an enabled endpoint.
+const webhookTenantsSQL = `SELECT DISTINCT tenant_id FROM webhook_endpoints WHERE enabled`
 
-// BehindSQL is the enabled endpoints whose feed position is behind their
+// behindSQL is the enabled endpoints whose feed position is behind their
 // tenant's feed head: what a round fans out, none when idle. It reads the
 // endpoints and the heads only, however many deliveries there are.
-const BehindSQL = `
+const behindSQL = `
 SELECT w.tenant_id, w.id FROM webhook_endpoints w
 JOIN event_feed_heads h ON h.tenant_id = w.tenant_id
 WHERE w.enabled AND h.pos > w.feed_pos`
@@ -117,7 +117,7 @@ WHERE w.enabled AND h.pos > w.feed_pos`
 // FanOutBatch is the most events one fan-out statement offers an endpoint.
 const FanOutBatch = 500
 
-// FanOutSQL offers endpoint $2 of tenant $1 the events after its feed
+// fanOutSQL offers endpoint $2 of tenant $1 the events after its feed
 // position, up to FanOutBatch, as event/sql.go's readSQL reads a page (a
 // constant LIMIT and OFFSET 0, so that even a generic plan looks each event
 // up by its key), as deliveries of the types it takes, and moves its
@@ -125,7 +125,7 @@ const FanOutBatch = 500
 // to one endpoint's page, so it stays under jit_above_cost whatever the
 // number of endpoints or deliveries. An endpoint another dispatcher is
 // fanning out is skipped.
-const FanOutSQL = `
+const fanOutSQL = `
 WITH ep AS (
     SELECT tenant_id, id, feed_pos, event_types FROM webhook_endpoints
     WHERE tenant_id = $1 AND id = $2 AND enabled
@@ -158,25 +158,25 @@ WITH ep AS (
 )
 SELECT (SELECT count(*) FROM ev), (SELECT count(*) FROM ins)`
 
-// DueTenantsSQL is the tenants with deliveries due, the longest waiting
+// dueTenantsSQL is the tenants with deliveries due, the longest waiting
 // first: a read of every shard, with no lock.
-const DueTenantsSQL = `
+const dueTenantsSQL = `
 SELECT tenant_id FROM webhook_deliveries
 WHERE state = 'pending' AND next_attempt_at <= now() AND (leased_until IS NULL OR leased_until <= now())
 GROUP BY tenant_id
 ORDER BY min(next_attempt_at), tenant_id`
 
-// ClaimLockSQL serializes claims across instances, so that what each
+// claimLockSQL serializes claims across instances, so that what each
 // endpoint and tenant has in flight is counted right; a claim is one short
 // statement.
-const ClaimLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('tokend.webhooks.claim', 0))`
+const claimLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('tokend.webhooks.claim', 0))`
 
-// ClaimSQL leases for $2 seconds up to $1 due deliveries of enabled
+// claimSQL leases for $2 seconds up to $1 due deliveries of enabled
 // endpoints, counting the attempt, and answers what sending them needs.
 // It is fair: an endpoint has at most $3 deliveries in flight and a tenant
 // at most $4, on all instances together (leases not run out), and a batch
 // takes every tenant's first delivery before any tenant's second.
-const ClaimSQL = `
+const claimSQL = `
 WITH ep AS (
     SELECT w.tenant_id, w.id,
            (SELECT count(*) FROM webhook_deliveries b
@@ -230,9 +230,9 @@ CROSS JOIN LATERAL (
     OFFSET 0
 ) e`
 
-// DeliveredSQL records a 2xx answer to attempt $4 of a delivery. A lease
+// deliveredSQL records a 2xx answer to attempt $4 of a delivery. A lease
 // another dispatcher took over since (a later attempt) is not touched.
-const DeliveredSQL = `
+const deliveredSQL = `
 WITH d AS (
     UPDATE webhook_deliveries
     SET state = 'delivered', finished_at = now(), leased_until = NULL
@@ -247,11 +247,11 @@ WITH d AS (
 )
 SELECT count(*) FROM d`
 
-// FailedSQL records a failed attempt $4: the delivery waits $7 seconds for
+// failedSQL records a failed attempt $4: the delivery waits $7 seconds for
 // the next, or fails for good past the maximum age ($8 seconds). The
 // endpoint is disabled, its pending deliveries parked, when it answered
 // 410 Gone ($11) or has failed for longer than $9 seconds.
-const FailedSQL = `
+const failedSQL = `
 WITH w0 AS (
     SELECT enabled AND ($11 OR least(failing_since, now()) <= (SELECT now() - make_interval(secs => $9))) AS off,
            least(failing_since, now()) AS since
@@ -283,14 +283,14 @@ WITH w0 AS (
 )
 SELECT coalesce((SELECT state FROM d), '')`
 
-// UndeliveredSQL is what the metrics report, read at each scrape: the
+// undeliveredSQL is what the metrics report, read at each scrape: the
 // deliveries still owed (pending; parked ones are not lag), the age of the
 // oldest by its event's time, the parked ones and the disabled endpoints.
 //
 // Both counts fan out to every shard (no tenant): Citus refuses a subquery
 // over a distributed table in the target list, so they are two subqueries
 // in FROM, each aggregated per shard and summed on the coordinator.
-const UndeliveredSQL = `
+const undeliveredSQL = `
 SELECT d.pending, d.age, d.parked, w.disabled
 FROM (SELECT count(*) FILTER (WHERE state = 'pending') AS pending,
              coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE state = 'pending')), 0)::float8 AS age,

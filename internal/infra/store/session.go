@@ -25,10 +25,10 @@ func SetLockTimeout(ctx context.Context, conn *pgx.Conn, d time.Duration) error 
 	return err
 }
 
-// LockHoldersSQL lists, oldest transaction first, the other sessions of
+// lockHoldersSQL lists, oldest transaction first, the other sessions of
 // the current database holding an advisory lock (tern's migration lock is
 // one) or a lock on a table, with what pg_stat_activity says of them.
-const LockHoldersSQL = `
+const lockHoldersSQL = `
 SELECT a.pid, coalesce(a.application_name, ''), coalesce(host(a.client_addr), 'local'),
        coalesce(a.state, ''), coalesce(extract(epoch FROM now() - coalesce(a.xact_start, a.backend_start))::bigint, 0),
        string_agg(DISTINCT CASE WHEN l.locktype = 'advisory' THEN 'an advisory lock'
@@ -40,7 +40,7 @@ GROUP BY a.pid, a.application_name, a.client_addr, a.state, a.xact_start, a.back
 ORDER BY coalesce(a.xact_start, a.backend_start)
 LIMIT 5`
 
-// LockHolder is a session holding a lock (LockHoldersSQL).
+// LockHolder is a session holding a lock (lockHoldersSQL).
 type LockHolder struct {
 	PID                int32
 	App, Client, State string
@@ -48,9 +48,9 @@ type LockHolder struct {
 	Locks              string
 }
 
-// LockHolders reads the other sessions holding locks (LockHoldersSQL).
+// LockHolders reads the other sessions holding locks (lockHoldersSQL).
 func LockHolders(ctx context.Context, q db.DBTX) ([]LockHolder, error) {
-	rows, err := q.Query(ctx, LockHoldersSQL)
+	rows, err := q.Query(ctx, lockHoldersSQL)
 	if err != nil {
 		return nil, err
 	}
@@ -64,31 +64,31 @@ func LockHolders(ctx context.Context, q db.DBTX) ([]LockHolder, error) {
 // Statements of the session check: a setting made on one connection,
 // read back on it while another holds a transaction.
 const (
-	// SessionMarkSQL sets tokend.session_check to $1 for the session.
-	SessionMarkSQL = `SELECT pg_backend_pid(), set_config('tokend.session_check', $1, false)`
-	// BackendPIDSQL is the backend's process id.
-	BackendPIDSQL = `SELECT pg_backend_pid()`
-	// SessionReadSQL reads tokend.session_check back, '' when unset.
-	SessionReadSQL = `SELECT pg_backend_pid(), coalesce(current_setting('tokend.session_check', true), '')`
+	// sessionMarkSQL sets tokend.session_check to $1 for the session.
+	sessionMarkSQL = `SELECT pg_backend_pid(), set_config('tokend.session_check', $1, false)`
+	// backendPIDSQL is the backend's process id.
+	backendPIDSQL = `SELECT pg_backend_pid()`
+	// sessionReadSQL reads tokend.session_check back, '' when unset.
+	sessionReadSQL = `SELECT pg_backend_pid(), coalesce(current_setting('tokend.session_check', true), '')`
 )
 
 // MarkSession sets the session's tokend.session_check to mark
-// (SessionMarkSQL) and answers the backend's process id.
+// (sessionMarkSQL) and answers the backend's process id.
 func MarkSession(ctx context.Context, q db.DBTX, mark string) (pid int32, err error) {
-	err = q.QueryRow(ctx, SessionMarkSQL, mark).Scan(&pid, new(string))
+	err = q.QueryRow(ctx, sessionMarkSQL, mark).Scan(&pid, new(string))
 	return pid, err
 }
 
-// BackendPID answers the backend's process id (BackendPIDSQL).
+// BackendPID answers the backend's process id (backendPIDSQL).
 func BackendPID(ctx context.Context, q db.DBTX) (pid int32, err error) {
-	err = q.QueryRow(ctx, BackendPIDSQL).Scan(&pid)
+	err = q.QueryRow(ctx, backendPIDSQL).Scan(&pid)
 	return pid, err
 }
 
 // ReadSession answers the backend's process id and the session's
-// tokend.session_check, "" when unset (SessionReadSQL).
+// tokend.session_check, "" when unset (sessionReadSQL).
 func ReadSession(ctx context.Context, q db.DBTX) (pid int32, mark string, err error) {
-	err = q.QueryRow(ctx, SessionReadSQL).Scan(&pid, &mark)
+	err = q.QueryRow(ctx, sessionReadSQL).Scan(&pid, &mark)
 	return pid, mark, err
 }
 
