@@ -72,6 +72,14 @@ type Texts struct {
 	WebhookOnceSQL           string
 	WebhookTenantsSQL        string
 
+	BlockersSQL             string
+	SuperuserSQL            string
+	TablesSQL               string
+	WebhookRequestAnswerSQL string
+	WebhookRequestClaimSQL  string
+	WebhookRequestForgetSQL string
+	WebhookRequestGetSQL    string
+
 	// The event feed's (event_exec.go).
 	FeedHorizon, FeedRebase, FeedNotify, FeedLockHead, FeedPosition string
 	FeedRead, FeedHead, FeedStall, FeedHeld                         string
