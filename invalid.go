@@ -1,8 +1,3 @@
-// Package tokend holds what tokend's public packages share: the error every
-// refused input comes as. The packages themselves are token (the token and
-// its secret), intent (issuing), consume (spending), inspect (reading),
-// operation (policies), admin (operators), event (the feed), db, webhook,
-// form and client; docs/architecture.md maps the tree.
 package tokend
 
 import (

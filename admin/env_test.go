@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -12,7 +13,6 @@ import (
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/inspect"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/internal/testkit/tokentest"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
@@ -37,12 +37,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	return newEnvOn(t, pgtest.NewPool(t))
+	return newEnvOn(t, ledgertest.NewPool(t))
 }
 
 func newEnvOn(t *testing.T, pool *pgxpool.Pool) *env {
 	t.Helper()
-	k := tokentest.New(t, tokentest.Options{Pool: pool})
+	k := ledgertest.New(t, tokentest.Options{Pool: pool})
 	e := &env{t: t, pool: pool, issuer: k.Issuer, spender: k.Spender}
 	for _, tn := range []string{tenant, other} {
 		for op, policy := range map[string]operation.ExpiryPolicy{payOp: operation.OnExpiryUnknown, takeoverOp: operation.OnExpiryTakeover} {
@@ -137,7 +137,7 @@ func (e *env) tokenIn(tn string, s token.State) intent.Issued {
 	}
 	switch s {
 	case token.Revoked:
-		if _, err := Revoke(ctx, e.pool, tn, is.Token.ID, "setup", "test"); err != nil {
+		if _, err := Revoke(ctx, e.pool, tn, is.Token.ID, Revocation{Reason: "setup", Actor: "test"}); err != nil {
 			e.t.Fatal(err)
 		}
 	case token.Expired:

@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
-	"os"
-	"os/signal"
-
-	"github.com/jackc/pgx/v5/pgxpool"
+	"time"
 
 	"github.com/tokend/tokend/admin"
 	"github.com/tokend/tokend/consume"
@@ -66,21 +63,53 @@ func unknownToken(ctx context.Context, kit *tokendtest.Kit) string {
 	return resp.TokenID
 }
 
-// Each tokend process runs a sweeper; only one sweeps at a time.
+// Each tokend process runs a sweeper; only one sweeps at a time. Here it
+// expires a token whose time ran out, and the program stops it after the
+// first sweep that changed something.
 func ExampleSweeper() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	pool, err := pgxpool.New(ctx, os.Getenv("TOKEND_DATABASE_URL"))
-	if err != nil {
+	kit, cleanup := tokendtest.ForExample(nil)
+	defer cleanup()
+	if _, err := operation.Put(ctx, kit.Pool, "acme", operation.Policy{Name: "payment.capture", Mode: operation.Lease}, kit.Handlers); err != nil {
 		log.Fatal(err)
 	}
-	defer pool.Close()
+	if _, err := kit.Issuer.Issue(ctx, kit.Pool, intent.Request{Tenant: "acme", Operation: "payment.capture", IntentID: "i-1", Subject: "order-7", TTLSeconds: 1}); err != nil {
+		log.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // the token's second runs out
 
-	s, err := admin.NewSweeper(admin.SweeperConfig{Pool: pool, Logger: slog.Default()})
+	// The logger prints what each sweep did; a program logs it as JSON.
+	logger := slog.New(sweepLog{stop: stop})
+	s, err := admin.NewSweeper(admin.SweeperConfig{Pool: kit.Pool, Logger: logger})
 	if err != nil {
 		log.Fatal(err)
 	}
 	if err := s.Run(ctx); !errors.Is(err, context.Canceled) {
 		log.Fatal(err)
 	}
+	// Output: admin: swept expired=1
+}
+
+// sweepLog prints the sweeper's "swept" lines with the tokens it expired,
+// then stops the sweeper.
+type sweepLog struct {
+	slog.Handler
+	stop func()
+}
+
+func (h sweepLog) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h sweepLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "admin: swept" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "expired" {
+			fmt.Printf("%s expired=%v\n", r.Message, a.Value)
+		}
+		return true
+	})
+	h.stop()
+	return nil
 }

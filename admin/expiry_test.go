@@ -20,7 +20,7 @@ func TestRevokeRefusedPastExpiry(t *testing.T) {
 	e.exec(`UPDATE tokens SET expires_at = now() - interval '1 second' WHERE id = $1`, is.Token.ID)
 	before := len(e.events(tenant, is.Token.ID))
 
-	_, err := Revoke(ctx, e.pool, tenant, is.Token.ID, "too late", "key_ops")
+	_, err := Revoke(ctx, e.pool, tenant, is.Token.ID, Revocation{Reason: "too late", Actor: "key_ops"})
 	if !errors.Is(err, token.ErrInvalidState) || !strings.Contains(err.Error(), string(token.Expired)) {
 		t.Fatalf("revoke past expiry: %v; want token.ErrInvalidState naming expired", err)
 	}

@@ -111,8 +111,7 @@ func ReconcileTx(ctx context.Context, tx pgx.Tx, tenant, id string, r Reconcilia
 		return token.Record{}, err
 	}
 	if r.Outcome == NotExecuted {
-		return transition(ctx, tx, tenant, id, token.Unknown, a, store.ReconcileNotExecutedSQL,
-			store.Moved{Tenant: tenant, ID: id, Actor: r.Actor}, tenant, id)
+		return store.Reconcile(ctx, tx, store.ReconcileParams{Tenant: tenant, ID: id, Actor: r.Actor, Action: a})
 	}
 	status, body := r.status(), token.OutcomeBody{TokenID: id, State: to}
 	if r.Outcome == Succeeded {
@@ -124,8 +123,8 @@ func ReconcileTx(ctx context.Context, tx pgx.Tx, tenant, id string, r Reconcilia
 	if err != nil {
 		return token.Record{}, tokend.Invalid(ErrInvalidRequest, "result", err.Error())
 	}
-	return transition(ctx, tx, tenant, id, token.Unknown, a, store.ReconcileOutcomeSQL,
-		store.Moved{Tenant: tenant, ID: id, Actor: r.Actor, Kind: string(a)}, tenant, id, to, status, b)
+	return store.Reconcile(ctx, tx, store.ReconcileParams{Tenant: tenant, ID: id, Actor: r.Actor, Action: a,
+		To: to, Status: status, Body: b})
 }
 
 // Reconcile is ReconcileTx in a transaction of its own.

@@ -7,7 +7,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tokend/tokend/db"
-	"github.com/tokend/tokend/internal/infra/store"
 	"github.com/tokend/tokend/token"
 )
 
@@ -15,12 +14,6 @@ import (
 // before it reaches any token: an unknown reconciliation outcome, a status
 // that contradicts it. Nothing was written.
 var ErrInvalidRequest = errors.New("admin: invalid request")
-
-// transition is store.TransitionTx: the operator's conditional UPDATE, and
-// why it missed.
-func transition(ctx context.Context, tx pgx.Tx, tenant, id string, from token.State, a token.Action, s store.Step, m store.Moved, args ...any) (token.Record, error) {
-	return store.TransitionTx(ctx, tx, tenant, id, from, a, s, m, args...)
-}
 
 // inTx runs f in a transaction of its own, committed when f succeeds.
 func inTx(ctx context.Context, b db.Beginner, f func(tx pgx.Tx) (token.Record, error)) (token.Record, error) {

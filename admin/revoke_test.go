@@ -21,7 +21,7 @@ func TestRevoke(t *testing.T) {
 	ctx := context.Background()
 	is := e.tokenIn(tenant, token.Issued)
 
-	rec, err := Revoke(ctx, e.pool, tenant, is.Token.ID, "card reported stolen", "key_ops")
+	rec, err := Revoke(ctx, e.pool, tenant, is.Token.ID, Revocation{Reason: "card reported stolen", Actor: "key_ops"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestRevokeRefused(t *testing.T) {
 	for _, s := range []token.State{token.Pending, token.Unknown, token.Consumed, token.Failed, token.Revoked, token.Expired} {
 		is := e.tokenIn(tenant, s)
 		before := len(e.events(tenant, is.Token.ID))
-		_, err := Revoke(ctx, e.pool, tenant, is.Token.ID, "too late", "key_ops")
+		_, err := Revoke(ctx, e.pool, tenant, is.Token.ID, Revocation{Reason: "too late", Actor: "key_ops"})
 		if !errors.Is(err, token.ErrInvalidState) || !strings.Contains(err.Error(), string(s)) {
 			t.Errorf("revoke a %s token: %v; want token.ErrInvalidState naming %s", s, err, s)
 		}
@@ -72,7 +72,7 @@ func TestRevokeRefused(t *testing.T) {
 
 	theirs := e.tokenIn(other, token.Issued)
 	for _, id := range []string{theirs.Token.ID, token.NewID(), "tok_nope", ""} {
-		if _, err := Revoke(ctx, e.pool, tenant, id, "", "key_ops"); !errors.Is(err, token.ErrNotFound) {
+		if _, err := Revoke(ctx, e.pool, tenant, id, Revocation{Reason: "", Actor: "key_ops"}); !errors.Is(err, token.ErrNotFound) {
 			t.Errorf("revoke %q: %v; want token.ErrNotFound", id, err)
 		}
 	}
@@ -88,7 +88,7 @@ func TestRevokeRefusesUnstorableReason(t *testing.T) {
 	e := newEnv(t)
 	is := e.tokenIn(tenant, token.Issued)
 	for _, reason := range []string{"fraud\x00", "fraud\xff"} {
-		_, err := Revoke(context.Background(), e.pool, tenant, is.Token.ID, reason, "key_ops")
+		_, err := Revoke(context.Background(), e.pool, tenant, is.Token.ID, Revocation{Reason: reason, Actor: "key_ops"})
 		if !errors.Is(err, ErrInvalidRequest) || !errors.Is(err, token.ErrInvalidText) {
 			t.Errorf("revoke with reason %q: %v; want ErrInvalidRequest", reason, err)
 		}
@@ -109,7 +109,7 @@ func TestRevokeTxRollsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := RevokeTx(ctx, tx, tenant, is.Token.ID, "oops", "key_ops"); err != nil {
+	if _, err := RevokeTx(ctx, tx, tenant, is.Token.ID, Revocation{Reason: "oops", Actor: "key_ops"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Rollback(ctx); err != nil {
@@ -148,7 +148,7 @@ func TestRevokeRacingSpend(t *testing.T) {
 		})
 		wg.Go(func() {
 			<-start
-			_, revErr = Revoke(ctx, e.pool, tenant, is.Token.ID, "race", "key_ops")
+			_, revErr = Revoke(ctx, e.pool, tenant, is.Token.ID, Revocation{Reason: "race", Actor: "key_ops"})
 		})
 		close(start)
 		wg.Wait()
@@ -188,7 +188,7 @@ func TestRevokeTxExplanationHoldsTheLock(t *testing.T) {
 	is := e.tokenIn(tenant, token.Consumed)
 
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		if _, err := RevokeTx(ctx, tx, tenant, is.Token.ID, "", "key_ops"); !errors.Is(err, token.ErrInvalidState) {
+		if _, err := RevokeTx(ctx, tx, tenant, is.Token.ID, Revocation{Reason: "", Actor: "key_ops"}); !errors.Is(err, token.ErrInvalidState) {
 			t.Errorf("RevokeTx = %v, want token.ErrInvalidState", err)
 		}
 		var locked bool
@@ -220,7 +220,7 @@ func TestRevokeTokenReissuedUnderIt(t *testing.T) {
 	}
 	t.Cleanup(func() { store.TestHookAfterMiss = nil })
 
-	rec, err := Revoke(ctx, e.pool, tenant, is.Token.ID, "changed my mind", "key_ops")
+	rec, err := Revoke(ctx, e.pool, tenant, is.Token.ID, Revocation{Reason: "changed my mind", Actor: "key_ops"})
 	if err != nil || rec.State != token.Revoked {
 		t.Fatalf("Revoke = %s, %v; want revoked", rec.State, err)
 	}

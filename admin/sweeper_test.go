@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"log/slog"
 	"strings"
 	"sync"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/token"
 )
 
@@ -21,7 +21,7 @@ import (
 // have.
 func pools(t *testing.T, n int) []*pgxpool.Pool {
 	t.Helper()
-	url := pgtest.NewURL(t)
+	url := ledgertest.NewURL(t)
 	var ps []*pgxpool.Pool
 	for range n {
 		p, err := pgxpool.New(context.Background(), url)

@@ -4,47 +4,41 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log"
-	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"time"
 
 	"github.com/tokend/tokend/client"
-	"github.com/tokend/tokend/example/ledger"
-	"github.com/tokend/tokend/internal/infra/apikey"
-	"github.com/tokend/tokend/internal/serve/httpapi"
-	"github.com/tokend/tokend/internal/serve/ledgerapi"
-	"github.com/tokend/tokend/tokendtest"
 )
 
-// exampleTokend runs tokend's REST API, as `tokend serve` does, on a
-// database of its own with the ledger's handlers, and returns its URL and a
-// client and an operator key of tenant acme: what an example's program is
-// configured with. cleanup stops it.
-func exampleTokend() (url, clientKey, operatorKey string, cleanup func()) {
-	kit, done := tokendtest.ForExample(ledger.Handlers())
-	srv, err := httpapi.New(httpapi.Config{
-		Pool: kit.Pool, Issuer: kit.Issuer, Spender: kit.Spender,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Mounts: []httpapi.Mount{ledgerapi.Mount(kit.Pool)},
-	})
-	if err != nil {
-		done()
-		log.Fatal(err)
-	}
-	key := func(role apikey.Role) string {
-		_, secret, err := apikey.Create(context.Background(), kit.Pool, "acme", role)
-		if err != nil {
-			done()
-			log.Fatal(err)
-		}
-		return secret
-	}
-	clientKey, operatorKey = key(apikey.Client), key(apikey.Operator)
-	ts := httptest.NewServer(srv)
-	return ts.URL, clientKey, operatorKey, func() { ts.Close(); done() }
+// answer is what the stand-in tokend answers to one route.
+type answer struct {
+	status int
+	body   string
 }
+
+// standIn answers each "METHOD /path" with what tokend answers to it; the
+// client module depends on nothing of tokend's, so its examples talk to this
+// stand-in. The same flows run against a real tokend in tokend's own module
+// (internal/testkit/clienttest).
+func standIn(routes map[string]answer) (url string, stop func()) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a, ok := routes[r.Method+" "+r.URL.Path]
+		if !ok {
+			a = answer{http.StatusNotFound, `{"status":404,"code":"not_found","title":"Not found"}`}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if a.status >= 400 {
+			w.Header().Set("Content-Type", "application/problem+json")
+		}
+		w.WriteHeader(a.status)
+		fmt.Fprint(w, a.body)
+	}))
+	return ts.URL, ts.Close
+}
+
+const issued = `{"id":"tok_1","token":"tkn_secret","operation":"ledger.credit","subject":"user-42","state":"issued","expires_at":"2030-01-01T00:00:00Z","payload_digest":null}`
 
 // orderID stands for the caller's own ID of one business intent, such as an
 // order or a payment row, kept in the caller's database.
@@ -55,10 +49,13 @@ const orderID = "order-8412"
 // client already retried what was safe, and another call gets the stored
 // outcome, never a second effect.
 func Example() {
-	ctx := context.Background()
-	url, clientKey, _, stop := exampleTokend() // the server's URL and an API key
+	url, stop := standIn(map[string]answer{
+		"POST /v1/tokens":         {201, issued},
+		"POST /v1/tokens/consume": {200, `{"token_id":"tok_1","state":"consumed","result":{"account":"acct-42","balance":5}}`},
+	})
 	defer stop()
-	c, err := client.New(url, clientKey)
+	ctx := context.Background()
+	c, err := client.New(url, "tkd_client_key") // tokend's URL and an API key
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -96,41 +93,22 @@ func chargeCard(ctx context.Context, idempotencyKey string, cents int) (string, 
 	return "ch_1", nil
 }
 
-// leaseToken declares pay.card in lease mode, as an operator does once, and
-// issues a token of it for user-42.
-func leaseToken(ctx context.Context, url, clientKey, operatorKey, intentID string) string {
-	op, err := client.New(url, operatorKey)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if _, err := op.PutOperation(ctx, "pay.card", client.Policy{Mode: "lease"}); err != nil {
-		log.Fatal(err)
-	}
-	c, err := client.New(url, clientKey)
-	if err != nil {
-		log.Fatal(err)
-	}
-	tok, err := c.Issue(ctx, client.IssueRequest{IntentID: intentID, Operation: "pay.card", Subject: "user-42", TTLSeconds: 600})
-	if err != nil {
-		log.Fatal(err)
-	}
-	return tok.Token
-}
-
 // A lease-mode operation (declared with mode lease) runs its effect at a
 // payment provider: the spend grants a lease, the provider gets the lease's
 // operation ID as its idempotency key, and the outcome is reported quoting
 // the lease's generation.
 func ExampleLease() {
-	ctx := context.Background()
-	url, clientKey, operatorKey, stop := exampleTokend()
+	url, stop := standIn(map[string]answer{
+		"POST /v1/tokens/consume":        {202, `{"token_id":"tok_1","state":"pending","generation":1,"lease_expires_at":"2030-01-01T00:00:00Z","operation_id":"op_1"}`},
+		"POST /v1/tokens/tok_1/complete": {200, `{"token_id":"tok_1","state":"consumed","generation":1,"status":200}`},
+	})
 	defer stop()
-	secret := leaseToken(ctx, url, clientKey, operatorKey, "payment-77")
-	c, err := client.New(url, clientKey)
+	ctx := context.Background()
+	c, err := client.New(url, "tkd_client_key")
 	if err != nil {
 		log.Fatal(err)
 	}
-	out, err := c.Spend(ctx, client.SpendRequest{Token: secret, Operation: "pay.card", Subject: "user-42"})
+	out, err := c.Spend(ctx, client.SpendRequest{Token: "tkn_secret", Operation: "pay.card", Subject: "user-42"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -164,27 +142,16 @@ func ExampleLease() {
 // with the status, the detail and the request id of the server's log line.
 // Here the token was revoked by an operator before the spend.
 func ExampleProblem() {
-	ctx := context.Background()
-	url, clientKey, operatorKey, stop := exampleTokend()
+	url, stop := standIn(map[string]answer{
+		"POST /v1/tokens/consume": {410, `{"type":"/problems/token_revoked","title":"Token revoked","status":410,"detail":"order cancelled","code":"token_revoked"}`},
+	})
 	defer stop()
-	c, err := client.New(url, clientKey)
+	ctx := context.Background()
+	c, err := client.New(url, "tkd_client_key")
 	if err != nil {
 		log.Fatal(err)
 	}
-	tok, err := c.Issue(ctx, client.IssueRequest{IntentID: orderID, Operation: "ledger.credit", Subject: "user-42", TTLSeconds: 600,
-		Payload: map[string]any{"account": "acct-42", "amount": 5}})
-	if err != nil {
-		log.Fatal(err)
-	}
-	op, err := client.New(url, operatorKey)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if _, err := op.Revoke(ctx, tok.ID, "order cancelled"); err != nil {
-		log.Fatal(err)
-	}
-
-	_, err = c.Spend(ctx, client.SpendRequest{Token: tok.Token, Operation: "ledger.credit", Subject: "user-42",
+	_, err = c.Spend(ctx, client.SpendRequest{Token: "tkn_secret", Operation: "ledger.credit", Subject: "user-42",
 		Payload: map[string]any{"account": "acct-42", "amount": 5}})
 	var p *client.Problem
 	switch {
@@ -201,22 +168,12 @@ func ExampleProblem() {
 // An operator walks the listing page by page: here the tokens whose
 // outcome is unknown, one of them, whose lease holder lost track of it.
 func ExampleClient_Pages() {
-	ctx := context.Background()
-	url, clientKey, operatorKey, stop := exampleTokend()
+	url, stop := standIn(map[string]answer{
+		"GET /v1/admin/tokens": {200, `{"items":[{"id":"tok_1","tenant":"acme","operation":"pay.card","subject":"user-42","intent_id":"payment-78","state":"unknown","generation":1}],"next_cursor":null}`},
+	})
 	defer stop()
-	c, err := client.New(url, clientKey)
-	if err != nil {
-		log.Fatal(err)
-	}
-	out, err := c.Spend(ctx, client.SpendRequest{Token: leaseToken(ctx, url, clientKey, operatorKey, "payment-78"), Operation: "pay.card", Subject: "user-42"})
-	if err != nil {
-		log.Fatal(err)
-	}
-	if _, err := out.Lease.Unknown(ctx); err != nil {
-		log.Fatal(err)
-	}
-
-	op, err := client.New(url, operatorKey)
+	ctx := context.Background()
+	op, err := client.New(url, "tkd_operator_key")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -18,7 +19,6 @@ import (
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/serve/httpapi"
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/token"
 )
 
@@ -32,7 +32,7 @@ type spendBench struct {
 
 func newSpendBench(b *testing.B) *spendBench {
 	b.Helper()
-	return newSpendBenchOn(b, pgtest.NewPool(b))
+	return newSpendBenchOn(b, ledgertest.NewPool(b))
 }
 
 // newSpendBenchOn is newSpendBench on a pool of the caller's.

@@ -3,6 +3,7 @@ package consume_test
 import (
 	"context"
 	"fmt"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"net/http"
 	"os"
 	"strconv"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
 )
@@ -97,7 +97,7 @@ func (p *pgCPU) read() int64 {
 // backends pg reads when there is no postmaster to read.
 func cpuPool(b *testing.B, size int32, pg *pgCPU) *pgxpool.Pool {
 	b.Helper()
-	cfg, err := pgxpool.ParseConfig(pgtest.NewURL(b))
+	cfg, err := pgxpool.ParseConfig(ledgertest.NewURL(b))
 	if err != nil {
 		b.Fatal(err)
 	}

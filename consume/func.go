@@ -13,7 +13,8 @@ import (
 	"github.com/tokend/tokend/operation"
 )
 
-// Func returns the Handler that reads each payload into a T and calls fn
+// Func is RegisterFunc's handler alone, for Register or RegisterBuiltin: it
+// returns the Handler that reads each payload into a T and calls fn
 // with it. It reads the payload with DecodePayload, tokend's one strict
 // reading, the one the payload digest has; a payload it refuses, or one
 // whose T's Validate method (if *T or T has one) refuses, abandons the spend
@@ -27,9 +28,12 @@ func Func[T any](fn func(ctx context.Context, tx pgx.Tx, c Call, in T) (Outcome,
 	return funcHandler[T](fn)
 }
 
-// RegisterFunc makes Func(fn) the handler of p.Name and declares p for every
+// RegisterFunc is the way to add an operation: it makes fn the handler of
+// p.Name, reading each payload into a T (Func), and declares p for every
 // tenant, as RegisterBuiltin does: one call, so an operation registered this
-// way is never declared without the Go code that runs it.
+// way is never declared without the Go code that runs it, and its payload is
+// checked at issue as at spend. fn runs in the spend's transaction, tx: what
+// it writes there commits exactly when the token is consumed.
 func RegisterFunc[T any](r *Registry, p operation.Policy, fn func(ctx context.Context, tx pgx.Tx, c Call, in T) (Outcome, error)) {
 	r.RegisterBuiltin(p, Func(fn))
 }

@@ -99,7 +99,8 @@ type Validator interface {
 	Validate(payload []byte) error
 }
 
-// HandlerFunc adapts a function to Handler.
+// HandlerFunc adapts a function to Handler, for RegisterBuiltin and
+// Register; RegisterFunc's typed function is the usual way.
 type HandlerFunc func(ctx context.Context, tx pgx.Tx, c Call) (Outcome, error)
 
 // Execute calls f.
@@ -122,7 +123,11 @@ func NewRegistry() *Registry {
 }
 
 // Register makes h the handler of operation, replacing any earlier one.
-// Tenants declare the operation before issuing its tokens.
+// Tenants declare the operation (operation.Put) before issuing its tokens.
+//
+// Register is the lower level: RegisterFunc is the way to add an operation,
+// declaring it and typing its payload in one call. Register is for a
+// handler whose operation each tenant declares with a policy of its own.
 func (r *Registry) Register(operation string, h Handler) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -130,7 +135,8 @@ func (r *Registry) Register(operation string, h Handler) {
 	delete(r.builtins, operation)
 }
 
-// RegisterBuiltin makes h the handler of p.Name and declares it for every
+// RegisterBuiltin is the lower level of RegisterFunc, for a Handler that
+// reads its payload itself: it makes h the handler of p.Name and declares it for every
 // tenant in atomic mode with policy p (zero fields take their defaults),
 // until a tenant declares its own; a tenant cannot take it out of atomic
 // mode or delete it. It panics on a policy that fails validation or names

@@ -41,7 +41,7 @@ func TestTransitionsCommitOnOneWorker(t *testing.T) {
 		if _, err := consume.Finish(ctx, e.pool, token.ReportUnknown, report(reported, lease.Generation, nil)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := admin.Revoke(ctx, e.pool, tenant, revoked.Token.ID, "test", "ops"); err != nil {
+		if _, err := admin.Revoke(ctx, e.pool, tenant, revoked.Token.ID, admin.Revocation{Reason: "test", Actor: "ops"}); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -3,6 +3,7 @@ package consume_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -11,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/consume"
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
 )
@@ -59,7 +59,7 @@ func TestSpendCostsThreeRoundTrips(t *testing.T) {
 // countingPool is a pool of one connection whose writes are counted.
 func countingPool(t *testing.T) (*pgxpool.Pool, *atomic.Int64) {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(pgtest.NewURL(t))
+	cfg, err := pgxpool.ParseConfig(ledgertest.NewURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"net/http"
 	"sync"
 	"testing"
@@ -39,7 +40,7 @@ func newEnv(t *testing.T) *env {
 
 func newEnvWith(t *testing.T, cfg consume.Config) *env {
 	t.Helper()
-	k := tokentest.New(t, tokentest.Options{Handlers: cfg.Handlers, LockWait: cfg.LockWait})
+	k := ledgertest.New(t, tokentest.Options{Handlers: cfg.Handlers, LockWait: cfg.LockWait})
 	return &env{t: t, pool: k.Pool, issuer: k.Issuer, spender: k.Spender}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/db"
+	"github.com/tokend/tokend/internal/infra/store"
 	"github.com/tokend/tokend/token"
 )
 
@@ -125,7 +126,7 @@ var ErrCursorAhead = errors.New("event: cursor ahead of the feed")
 // NotifyChannel is the channel on which a transaction that gives positions
 // notifies, with the tenant as payload, at its commit: a process parking
 // long polls LISTENs on it to wake the tenant's waiters.
-const NotifyChannel = "tokend_event_feed"
+const NotifyChannel = store.FeedChannel
 
 // positionBatch is the most events one Position call numbers.
 const positionBatch = 1000
@@ -195,77 +196,56 @@ func positionTx(ctx context.Context, tx pgx.Tx, tenant string) (n int64, epoch s
 	if err := token.CheckText("tenant", tenant); err != nil {
 		return 0, "", fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
-	hz, err := readHorizon(ctx, tx, tenant)
+	hz, err := store.ReadFeedHorizon(ctx, tx, tenant)
 	if err != nil {
 		return 0, "", fmt.Errorf("event: position: %w", err)
 	}
-	if !hz.pending && !hz.ahead && !hz.adopt {
-		return 0, hz.epoch, nil
+	if !hz.Pending && !hz.Ahead && !hz.Adopt {
+		return 0, hz.Epoch, nil
 	}
-	n, epoch, err = positionLocked(ctx, tx, tenant, hz.node)
+	n, epoch, err = positionLocked(ctx, tx, tenant, hz.Node)
 	return n, epoch, err
 }
 
 // positionLocked locks tenant's feed head, recording node on it if it has
 // none, then positions or rebases.
 func positionLocked(ctx context.Context, tx pgx.Tx, tenant, node string) (int64, string, error) {
-	var head, seq int64
-	var xid string
-	if err := tx.QueryRow(ctx, lockHeadSQL, tenant, newEpoch(), node).Scan(&head, &xid, &seq); err != nil {
+	head, err := store.LockFeedHead(ctx, tx, tenant, newEpoch(), node)
+	if err != nil {
 		return 0, "", fmt.Errorf("event: position: lock the feed head: %w", err)
 	}
 	// Again with the head locked: another transaction may have positioned
 	// or rebased while this one waited, and the horizon a rebase or the
 	// positioning goes by must come from a statement routed to the tenant
-	// (horizonSQL).
-	hz, err := readHorizon(ctx, tx, tenant)
+	// (store.ReadFeedHorizon).
+	hz, err := store.ReadFeedHorizon(ctx, tx, tenant)
 	if err != nil {
 		return 0, "", fmt.Errorf("event: position: %w", err)
 	}
-	epoch := hz.epoch
+	epoch := hz.Epoch
 	var n int64
 	switch {
-	case hz.ahead:
+	case hz.Ahead:
 		// Restored, into another cluster or to an earlier point, or moved
-		// to another node: see horizonSQL.
+		// to another node: see store's feedHorizonSQL.
 		epoch = newEpoch()
-		if err := tx.QueryRow(ctx, rebaseSQL, tenant, head, hz.xmin, epoch, hz.node).Scan(&n); err != nil {
+		if n, err = store.RebaseFeed(ctx, tx, tenant, head.Pos, hz.Xmin, epoch, hz.Node); err != nil {
 			return 0, "", fmt.Errorf("event: position: rebase the feed after a restore: %w", err)
 		}
-	case hz.pending:
-		// No row: nothing settled past the cursor after all.
-		err := tx.QueryRow(ctx, positionSQL, tenant, head, xid, seq, positionBatch, hz.xmin).Scan(&n)
-		if err != nil && !db.NoRow(err) {
+	case hz.Pending:
+		// Zero: nothing settled past the cursor after all.
+		if n, err = store.PositionFeed(ctx, tx, tenant, head, positionBatch, hz.Xmin); err != nil {
 			return 0, "", fmt.Errorf("event: position: %w", err)
 		}
 	}
 	if n > 0 {
 		// Sent at commit, on its own: a statement without a table runs
 		// where notifications are heard (on Citus, the coordinator).
-		if _, err := tx.Exec(ctx, notifySQL, tenant); err != nil {
+		if err := store.NotifyFeed(ctx, tx, tenant); err != nil {
 			return 0, "", fmt.Errorf("event: position: notify: %w", err)
 		}
 	}
 	return n, epoch, nil
-}
-
-// horizon is what horizonSQL answers of a tenant's feed.
-type horizon struct {
-	xmin, xmax     string
-	pos            int64
-	epoch          string
-	node           string // the identity of the node the tenant is on (nodeSQL)
-	adopt          bool   // the head has no node recorded yet
-	pending, ahead bool
-}
-
-func (h *horizon) scan(row pgx.Row) error {
-	return row.Scan(&h.xmin, &h.xmax, &h.pos, &h.epoch, &h.node, &h.adopt, &h.pending, &h.ahead)
-}
-
-func readHorizon(ctx context.Context, q db.DBTX, tenant string) (horizon, error) {
-	var h horizon
-	return h, h.scan(q.QueryRow(ctx, horizonSQL, tenant))
 }
 
 // newEpoch is a new random epoch id: 16 hex digits.
@@ -279,7 +259,7 @@ func newEpoch() string {
 // and answers each tenant's head, the last position handed out (0 before
 // the first). When none has events to position it costs one round trip:
 // a statement per tenant, each routed to the node that stores the tenant
-// (horizonSQL), sent together.
+// (store.QueueFeedHorizon), sent together.
 func Heads(ctx context.Context, pool *pgxpool.Pool, tenants []string) (map[string]int64, error) {
 	for _, t := range tenants {
 		if err := token.CheckText("tenant", t); err != nil {
@@ -291,16 +271,11 @@ func Heads(ctx context.Context, pool *pgxpool.Pool, tenants []string) (map[strin
 	if len(tenants) > 0 {
 		b := &pgx.Batch{}
 		for _, t := range tenants {
-			b.Queue(horizonSQL, t).QueryRow(func(row pgx.Row) error {
-				var h horizon
-				if err := h.scan(row); err != nil {
-					return err
-				}
-				heads[t] = h.pos
-				if h.pending || h.ahead || h.adopt {
+			store.QueueFeedHorizon(b, t, func(h store.FeedHorizon) {
+				heads[t] = h.Pos
+				if h.Pending || h.Ahead || h.Adopt {
 					pending = append(pending, t)
 				}
-				return nil
 			})
 		}
 		if err := pool.SendBatch(ctx, b).Close(); err != nil {
@@ -344,33 +319,27 @@ func validEpoch(s string) bool {
 	return true
 }
 
-// feedHead is what headSQL answers.
-type feedHead struct {
-	pos, base   int64
-	epoch       string
-	priorEpochs []string
-	priorBases  []int64
-}
+// feedHead is a tenant's feed head.
+type feedHead store.FeedHeadRow
 
 func readHead(ctx context.Context, q db.DBTX, tenant string) (feedHead, error) {
-	var h feedHead
-	err := q.QueryRow(ctx, headSQL, tenant).Scan(&h.pos, &h.epoch, &h.base, &h.priorEpochs, &h.priorBases)
-	return h, err
+	h, err := store.ReadFeedHead(ctx, q, tenant)
+	return feedHead(h), err
 }
 
 // left answers the position where the feed left epoch e: positions up to it
 // are the same in e and in the feed's current epoch. ok is false when the
 // feed never had epoch e.
 func (h feedHead) left(e string) (pos int64, ok bool) {
-	for i := len(h.priorEpochs) - 1; i >= 0; i-- {
-		if h.priorEpochs[i] != e || i >= len(h.priorBases) {
+	for i := len(h.PriorEpochs) - 1; i >= 0; i-- {
+		if h.PriorEpochs[i] != e || i >= len(h.PriorBases) {
 			continue
 		}
 		// Left at the start of the epoch that followed it; the lowest
 		// start of those since, if the feed was rebased again.
-		pos = h.base
-		for j := i + 1; j < len(h.priorBases); j++ {
-			pos = min(pos, h.priorBases[j])
+		pos = h.Base
+		for j := i + 1; j < len(h.PriorBases); j++ {
+			pos = min(pos, h.PriorBases[j])
 		}
 		return pos, true
 	}
@@ -386,7 +355,7 @@ func read(ctx context.Context, q db.DBTX, tenant string, r Query, epoch string) 
 		if err != nil {
 			return Page{}, fmt.Errorf("event: read: %w", err)
 		}
-		if epoch = head.epoch; r.Epoch != epoch {
+		if epoch = head.Epoch; r.Epoch != epoch {
 			left, _ := head.left(r.Epoch)
 			if r.After > left {
 				return Page{}, &CursorEpochError{After: r.After, CursorEpoch: r.Epoch, Epoch: epoch, Resume: left}
@@ -400,33 +369,23 @@ func read(ctx context.Context, q db.DBTX, tenant string, r Query, epoch string) 
 func readEvents(ctx context.Context, q db.DBTX, tenant string, r Query) ([]Event, error) {
 	limit := cmp.Or(r.Limit, DefaultLimit)
 	maxBytes := cmp.Or(r.MaxBytes, MaxBytes)
-	rows, err := q.Query(ctx, readSQL, tenant, r.After, limit, maxBytes)
+	rows, err := store.ReadFeed(ctx, q, tenant, r.After, limit, maxBytes)
 	if err != nil {
 		return nil, fmt.Errorf("event: read: %w", err)
 	}
-	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Event, error) {
-		var e Event
-		var from *string
-		var to string
-		err := row.Scan(&e.Position, &e.ID, &e.TokenID, &e.Operation, &e.Subject, &e.Type, &e.Actor,
-			&from, &to, &e.Generation, &e.OutcomeStatus, &e.Outcome, &e.At)
-		if from != nil {
-			s := token.State(*from)
-			e.From = &s
-		}
-		e.To = token.State(to)
-		return e, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("event: read: %w", err)
+	events := make([]Event, len(rows))
+	for i, e := range rows {
+		events[i] = Event{Position: e.Position, ID: e.ID, TokenID: e.TokenID, Operation: e.Operation, Subject: e.Subject,
+			Type: e.Kind, Actor: e.Actor, From: e.From, To: e.To, Generation: e.Generation,
+			OutcomeStatus: e.OutcomeStatus, Outcome: e.Outcome, At: e.At}
 	}
 	if len(events) == 0 && r.After > 0 {
 		head, err := readHead(ctx, q, tenant)
 		if err != nil {
 			return nil, fmt.Errorf("event: read: %w", err)
 		}
-		if r.After > head.pos {
-			return nil, &CursorAheadError{After: r.After, Head: head.pos}
+		if r.After > head.Pos {
+			return nil, &CursorAheadError{After: r.After, Head: head.Pos}
 		}
 	}
 	return events, nil
@@ -459,29 +418,17 @@ type Stall struct {
 }
 
 // Stalls answers what holds the feeds back now, in two statements.
-func Stalls(ctx context.Context, pool *pgxpool.Pool) (Stall, error) {
+func Stalls(ctx context.Context, q db.DBTX) (Stall, error) {
 	var s Stall
-	var secs float64
-	if err := pool.QueryRow(ctx, stallSQL).Scan(&secs); err != nil {
+	var err error
+	if s.OldestTransaction, err = store.OldestTransaction(ctx, q); err != nil {
 		return s, fmt.Errorf("event: stalls: %w", err)
 	}
-	s.OldestTransaction = seconds(secs)
-	rows, err := pool.Query(ctx, heldSQL)
-	if err != nil {
-		return s, fmt.Errorf("event: stalls: %w", err)
-	}
-	s.Held = map[string]time.Duration{}
-	var tenant string
-	if _, err := pgx.ForEachRow(rows, []any{&tenant, &secs}, func() error {
-		s.Held[tenant] = seconds(secs)
-		return nil
-	}); err != nil {
+	if s.Held, err = store.HeldFeeds(ctx, q); err != nil {
 		return s, fmt.Errorf("event: stalls: %w", err)
 	}
 	return s, nil
 }
-
-func seconds(s float64) time.Duration { return time.Duration(max(s, 0) * float64(time.Second)) }
 
 // Check answers the error Read gives q before reading: ErrInvalidRequest
 // for a value out of range.

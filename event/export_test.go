@@ -1,8 +1,10 @@
 package event
 
+import "github.com/tokend/tokend/internal/infra/store"
+
 // Statements for plan tests.
 var (
-	HorizonSQL  = horizonSQL
-	PositionSQL = positionSQL
-	ReadSQL     = readSQL
+	HorizonSQL  = store.Statements().FeedHorizon
+	PositionSQL = store.Statements().FeedPosition
+	ReadSQL     = store.Statements().FeedRead
 )

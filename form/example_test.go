@@ -62,7 +62,7 @@ func Example() {
 	ctx := context.Background()
 	// A database with tokend's schema and the ledger's, a keyring and the
 	// ledger's handlers; a program has its pool, keyring and handlers.
-	kit, cleanup := tokendtest.ForExample(ledger.Handlers())
+	kit, cleanup := tokendtest.ForExample(ledger.Handlers(), ledger.Migrations)
 	defer cleanup()
 	pool := kit.Pool
 

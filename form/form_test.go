@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"html/template"
 	"mime/multipart"
 	"net/http"
@@ -58,7 +59,7 @@ func newEnvWith(t *testing.T, cfg consume.Config) *env {
 	handlers.Register(echoOp, consume.HandlerFunc(func(_ context.Context, _ pgx.Tx, c consume.Call) (consume.Outcome, error) {
 		return consume.Outcome{Status: http.StatusOK, Result: string(c.Payload)}, nil
 	}))
-	k := tokentest.New(t, tokentest.Options{Handlers: handlers, LockWait: cfg.LockWait})
+	k := ledgertest.New(t, tokentest.Options{Handlers: handlers, LockWait: cfg.LockWait})
 	spender := k.Spender
 	e := &env{pool: k.Pool, issuer: k.Issuer, spender: spender}
 	if _, err := operation.Put(t.Context(), e.pool, tenant, operation.Policy{Name: echoOp, Mode: operation.Atomic}, spender.Handlers()); err != nil {
@@ -262,7 +263,7 @@ func TestStale(t *testing.T) {
 			return post(t, f, "account", "acc_1", "amount", "1"), "alice"
 		}, token.ErrExpired},
 		{"revoked", func(t *testing.T, e *env, f form.Field) (*http.Request, string) {
-			if _, err := admin.Revoke(t.Context(), e.pool, tenant, f.TokenID, "test", "key_test"); err != nil {
+			if _, err := admin.Revoke(t.Context(), e.pool, tenant, f.TokenID, admin.Revocation{Reason: "test", Actor: "key_test"}); err != nil {
 				t.Fatal(err)
 			}
 			return post(t, f, "account", "acc_1", "amount", "1"), "alice"
@@ -272,7 +273,7 @@ func TestStale(t *testing.T) {
 			return post(t, f, "account", "acc_1", "amount", "1"), "alice"
 		}, token.ErrNotFound},
 		{"revoked, with refused values", func(t *testing.T, e *env, f form.Field) (*http.Request, string) {
-			if _, err := admin.Revoke(t.Context(), e.pool, tenant, f.TokenID, "test", "key_test"); err != nil {
+			if _, err := admin.Revoke(t.Context(), e.pool, tenant, f.TokenID, admin.Revocation{Reason: "test", Actor: "key_test"}); err != nil {
 				t.Fatal(err)
 			}
 			return post(t, f, "account", "acc_1", "amount", "one"), "alice"

@@ -2,6 +2,7 @@ package inspect_test
 
 import (
 	"context"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"os"
 	"strconv"
 	"testing"
@@ -9,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/inspect"
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/token"
 )
 
@@ -25,7 +25,7 @@ func BenchmarkListRareState(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("TOKEND_BENCH_LIST_TOKENS")); err == nil && v > 0 {
 		n = v
 	}
-	url := pgtest.NewURL(b)
+	url := ledgertest.NewURL(b)
 	seed, err := pgxpool.New(context.Background(), url)
 	if err != nil {
 		b.Fatal(err)

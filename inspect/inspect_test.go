@@ -3,6 +3,7 @@ package inspect_test
 import (
 	"errors"
 	"fmt"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"slices"
 	"strings"
 	"testing"
@@ -28,7 +29,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	k := tokentest.New(t, tokentest.Options{})
+	k := ledgertest.New(t, tokentest.Options{})
 	return &env{pool: k.Pool, issuer: k.Issuer, spender: k.Spender}
 }
 

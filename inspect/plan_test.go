@@ -3,6 +3,7 @@ package inspect_test
 import (
 	"context"
 	"fmt"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -19,7 +20,7 @@ import (
 // of each rare state; a walk past them would read thousands of rows.
 func TestListWalksOnlyItsState(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
+	pool := ledgertest.NewPool(t)
 	seedStates(t, pool, 20000)
 	cases := []struct {
 		state string

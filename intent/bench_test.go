@@ -2,13 +2,13 @@ package intent_test
 
 import (
 	"context"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"strconv"
 	"sync/atomic"
 	"testing"
 
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/internal/testkit/tokentest"
 )
 
@@ -29,7 +29,7 @@ func benchRequest(run string, n int64) intent.Request {
 // by the disk's flush latency and the parallel one by group commit.
 // Compare with bench/issue.sql under pgbench (scripts/bench).
 func BenchmarkIssue(b *testing.B) {
-	pool := pgtest.NewPool(b)
+	pool := ledgertest.NewPool(b)
 	keys := tokentest.Keys(b)
 	is := intent.NewIssuer(keys, intent.WithHandlers(ledger.Handlers()))
 	ctx := context.Background()

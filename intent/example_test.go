@@ -16,7 +16,7 @@ func ExampleIssuer_Issue() {
 	// The program's handlers; their built-in operations, like the example
 	// ledger's ledger.credit, are issued without a declaration. The kit is
 	// a database of the example's own; a program has its pool and keyring.
-	kit, cleanup := tokendtest.ForExample(ledger.Handlers())
+	kit, cleanup := tokendtest.ForExample(ledger.Handlers(), ledger.Migrations)
 	defer cleanup()
 	issuer := intent.NewIssuer(kit.Keys, intent.WithHandlers(kit.Handlers))
 	req := intent.Request{

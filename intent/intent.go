@@ -263,7 +263,7 @@ func fingerprint(req Request, ignored []string) (digest, fp []byte, err error) {
 	return digest, token.Fingerprint(req.Operation, req.Subject, digest, req.TTLSeconds, APIVersion), nil
 }
 
-// existing is the token holding an intent, as store.ExistingSQL and store.ReplaySQL read it.
+// existing is the token holding an intent, as store's existingSQL and store's replaySQL read it.
 type existing struct {
 	rec                token.Record
 	fingerprint, nonce []byte

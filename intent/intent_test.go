@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"os/exec"
 	"strings"
 	"sync"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/internal/testkit/tokentest"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
@@ -46,7 +46,7 @@ func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
 
 func TestIssueSameIntentReturnsSameToken(t *testing.T) {
 	t.Parallel()
-	pool, is, ctx := pgtest.NewPool(t), newIssuer(t), context.Background()
+	pool, is, ctx := ledgertest.NewPool(t), newIssuer(t), context.Background()
 
 	first, err := is.Issue(ctx, pool, request("order-1"))
 	if err != nil {
@@ -83,7 +83,7 @@ func TestIssueSameIntentReturnsSameToken(t *testing.T) {
 
 func TestIssueSameKeyDifferentRequestIsRefused(t *testing.T) {
 	t.Parallel()
-	pool, is, ctx := pgtest.NewPool(t), newIssuer(t), context.Background()
+	pool, is, ctx := ledgertest.NewPool(t), newIssuer(t), context.Background()
 	if _, err := is.Issue(ctx, pool, request("k")); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestIssueSameKeyDifferentRequestIsRefused(t *testing.T) {
 
 func TestIssueInvalidRequestsWriteNothing(t *testing.T) {
 	t.Parallel()
-	pool, is, ctx := pgtest.NewPool(t), newIssuer(t), context.Background()
+	pool, is, ctx := ledgertest.NewPool(t), newIssuer(t), context.Background()
 	tests := []struct {
 		name   string
 		mutate func(*intent.Request)
@@ -155,7 +155,7 @@ func TestIssueInvalidRequestsWriteNothing(t *testing.T) {
 
 func TestIssueConcurrentSameIntent(t *testing.T) {
 	t.Parallel()
-	pool, is := pgtest.NewPool(t), newIssuer(t)
+	pool, is := ledgertest.NewPool(t), newIssuer(t)
 	const n = 50
 	var (
 		wg       sync.WaitGroup
@@ -209,7 +209,7 @@ func TestIssueRetentionBoundary(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			pool, is, ctx := pgtest.NewPool(t), newIssuer(t), context.Background()
+			pool, is, ctx := ledgertest.NewPool(t), newIssuer(t), context.Background()
 			first, err := is.Issue(ctx, pool, request("kept"))
 			if err != nil {
 				t.Fatal(err)
@@ -247,7 +247,7 @@ func TestDatabaseDumpHoldsNoSecret(t *testing.T) {
 	if err != nil {
 		t.Fatalf("pg_dump not found: %v", err)
 	}
-	url := pgtest.NewURL(t)
+	url := ledgertest.NewURL(t)
 	pool, err := pgxpool.New(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)

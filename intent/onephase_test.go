@@ -2,6 +2,7 @@ package intent_test
 
 import (
 	"context"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"testing"
 
 	"github.com/tokend/tokend/internal/testkit/pgtest"
@@ -17,7 +18,7 @@ import (
 func TestIssueCommitsOnOneWorker(t *testing.T) {
 	pgtest.SkipUnlessCitus(t)
 	t.Parallel()
-	pool, is, ctx := pgtest.NewPool(t), newIssuer(t), context.Background()
+	pool, is, ctx := ledgertest.NewPool(t), newIssuer(t), context.Background()
 	if _, err := operation.Put(ctx, pool, tenant, operation.Policy{Name: "shop.checkout", Mode: operation.Lease}, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package intent_test
 import (
 	"context"
 	"errors"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +13,6 @@ import (
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/internal/testkit/tokentest"
 	"github.com/tokend/tokend/operation"
 )
@@ -21,7 +21,7 @@ import (
 // instance, here a direct operation.Put) governs the very next issue.
 func TestIssueFollowsRedeclaredPolicy(t *testing.T) {
 	t.Parallel()
-	pool, is, ctx := pgtest.NewPool(t), newIssuer(t), context.Background()
+	pool, is, ctx := ledgertest.NewPool(t), newIssuer(t), context.Background()
 	const op = "shop.checkout"
 	put := func(p operation.Policy) {
 		t.Helper()
@@ -79,7 +79,7 @@ func TestIssueFollowsRedeclaredPolicy(t *testing.T) {
 // Issuing in the caller's transaction sees the caller's own redeclaration.
 func TestIssueTxFollowsPolicyInSameTransaction(t *testing.T) {
 	t.Parallel()
-	pool, is, ctx := pgtest.NewPool(t), newIssuer(t), context.Background()
+	pool, is, ctx := ledgertest.NewPool(t), newIssuer(t), context.Background()
 	req := request("tx")
 	req.Operation, req.TTLSeconds = "shop.refund", 600
 	if _, err := operation.Put(ctx, pool, tenant, operation.Policy{Name: req.Operation, MaxTTLSeconds: 3600}, nil); err != nil {
@@ -129,7 +129,7 @@ func (tx redeclaringTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchRe
 // with ErrOperationChanging, a refusal to retry, and writes nothing.
 func TestIssueRacingRedeclarations(t *testing.T) {
 	t.Parallel()
-	pool, is, ctx := pgtest.NewPool(t), newIssuer(t), context.Background()
+	pool, is, ctx := ledgertest.NewPool(t), newIssuer(t), context.Background()
 	const op = "shop.checkout"
 	put := func() {
 		if _, err := operation.Put(ctx, pool, tenant, operation.Policy{Name: op, Mode: operation.Lease}, nil); err != nil {
@@ -161,7 +161,7 @@ func TestIssueRacingRedeclarations(t *testing.T) {
 // error naming the field.
 func TestIssueRefusesUnstorableText(t *testing.T) {
 	t.Parallel()
-	pool, is, ctx := pgtest.NewPool(t), newIssuer(t), context.Background()
+	pool, is, ctx := ledgertest.NewPool(t), newIssuer(t), context.Background()
 	for _, bad := range []string{"a\x00b", "a\xffb"} {
 		for name, set := range map[string]func(*intent.Request){
 			"operation": func(r *intent.Request) { r.Operation = bad },
@@ -183,7 +183,7 @@ func TestIssueRefusesUnstorableText(t *testing.T) {
 // the operation does not turn it into another request.
 func TestIssueRetryKeepsPolicyItWasIssuedUnder(t *testing.T) {
 	t.Parallel()
-	pool, is, ctx := pgtest.NewPool(t), newIssuer(t), context.Background()
+	pool, is, ctx := ledgertest.NewPool(t), newIssuer(t), context.Background()
 	req := request("kept")
 	req.Operation, req.TTLSeconds, req.Payload = "shop.ship", 600, []byte(`{"n":1,"trace":"x"}`)
 	put := func(p operation.Policy) {
@@ -234,7 +234,7 @@ func TestIssueRetryKeepsPolicyItWasIssuedUnder(t *testing.T) {
 // issued; lease-mode operations are not asked about.
 func TestIssueValidatesPayload(t *testing.T) {
 	t.Parallel()
-	pool, ctx := pgtest.NewPool(t), context.Background()
+	pool, ctx := ledgertest.NewPool(t), context.Background()
 	keys := tokentest.Keys(t)
 	handlers := consume.NewRegistry()
 	ledger.Register(handlers)

@@ -3,12 +3,12 @@ package intent_test
 import (
 	"context"
 	"errors"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"strings"
 	"testing"
 
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/token"
 )
 
@@ -36,7 +36,7 @@ func issuerWith(t *testing.T, current string, previous ...string) *intent.Issuer
 // the intent is forgotten once its retention passes.
 func TestReissueAfterKeyRetirement(t *testing.T) {
 	t.Parallel()
-	pool, ctx := pgtest.NewPool(t), context.Background()
+	pool, ctx := ledgertest.NewPool(t), context.Background()
 	first, err := newIssuer(t).Issue(ctx, pool, request("order-1"))
 	if err != nil {
 		t.Fatal(err)

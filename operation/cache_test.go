@@ -3,15 +3,15 @@ package operation_test
 import (
 	"context"
 	"errors"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"testing"
 
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/operation"
 )
 
 func TestCache(t *testing.T) {
 	t.Parallel()
-	pool, ctx := pgtest.NewPool(t), context.Background()
+	pool, ctx := ledgertest.NewPool(t), context.Background()
 	c := operation.NewCache()
 	const tenant = "acme"
 
@@ -55,7 +55,7 @@ func TestCache(t *testing.T) {
 // Every declaration gets a new version, even a repeat of the same policy.
 func TestPutVersions(t *testing.T) {
 	t.Parallel()
-	pool, ctx := pgtest.NewPool(t), context.Background()
+	pool, ctx := ledgertest.NewPool(t), context.Background()
 	p := operation.Policy{Name: "shop.checkout"}
 	first, err := operation.Put(ctx, pool, "acme", p, nil)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"strings"
 	"sync"
 	"testing"
@@ -68,7 +69,7 @@ var builtins = func() *consume.Registry {
 
 func TestStore(t *testing.T) {
 	t.Parallel()
-	pool, ctx := pgtest.NewPool(t), context.Background()
+	pool, ctx := ledgertest.NewPool(t), context.Background()
 
 	if p, err := operation.Get(ctx, pool, "acme", "shop.credit", builtins); err != nil || p.Mode != operation.Atomic {
 		t.Fatalf("built-in = %+v, %v", p, err)
@@ -122,7 +123,7 @@ func TestStore(t *testing.T) {
 
 func TestPutRefusesWhatCannotRun(t *testing.T) {
 	t.Parallel()
-	pool, ctx := pgtest.NewPool(t), context.Background()
+	pool, ctx := ledgertest.NewPool(t), context.Background()
 	tests := []struct {
 		name     string
 		p        operation.Policy
@@ -160,7 +161,7 @@ func TestPutRefusesWhatCannotRun(t *testing.T) {
 
 func TestDelete(t *testing.T) {
 	t.Parallel()
-	pool, ctx := pgtest.NewPool(t), context.Background()
+	pool, ctx := ledgertest.NewPool(t), context.Background()
 	if _, err := operation.Delete(ctx, pool, "acme", "shop.credit", builtins); !errors.Is(err, operation.ErrBuiltin) {
 		t.Errorf("delete a built-in: %v, want ErrBuiltin", err)
 	}
@@ -213,7 +214,7 @@ func TestDelete(t *testing.T) {
 // declaration is gone: it waits for the issue to commit, then sees its token.
 func TestDeleteWaitsForConcurrentIssue(t *testing.T) {
 	t.Parallel()
-	pool, ctx := pgtest.NewPool(t), context.Background()
+	pool, ctx := ledgertest.NewPool(t), context.Background()
 	keys := tokentest.Keys(t)
 	is := intent.NewIssuer(keys, intent.WithHandlers(builtins))
 	req := func(key string) intent.Request {
@@ -288,7 +289,7 @@ func TestDeleteWaitsForConcurrentIssue(t *testing.T) {
 // database, where a NUL byte or invalid UTF-8 would be an error.
 func TestUndeclarableNameIsUnknown(t *testing.T) {
 	t.Parallel()
-	pool, ctx := pgtest.NewPool(t), context.Background()
+	pool, ctx := ledgertest.NewPool(t), context.Background()
 	for _, name := range []string{"pay\x00card", "pay.\xffcard", "Pay.Card", strings.Repeat("a", 101)} {
 		if _, err := operation.Get(ctx, pool, "acme", name, builtins); !errors.Is(err, operation.ErrUnknown) {
 			t.Errorf("Get(%q) = %v, want ErrUnknown", name, err)

@@ -15,7 +15,7 @@ import (
 // once. In a test, call tokendtest.New(t, handlers); an Example has no t.
 func ExampleNew() {
 	ctx := context.Background()
-	kit, cleanup := tokendtest.ForExample(ledger.Handlers())
+	kit, cleanup := tokendtest.ForExample(ledger.Handlers(), ledger.Migrations)
 	defer cleanup()
 
 	issued, err := kit.Issuer.Issue(ctx, kit.Pool, intent.Request{

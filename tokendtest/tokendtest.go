@@ -6,9 +6,10 @@
 // (default postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable),
 // whose user may create databases. Each is a copy of a template migrated once
 // per schema, so a test pays milliseconds for it, and is dropped when the
-// test ends. The schema is tokend's and the example ledger's
-// (example/ledger), which most examples spend on; apply the program's own
-// migrations on top.
+// test ends. The schema is tokend's alone, then the program's own
+// migration sets when it passes them (migrations.Set, as the demo ledger's
+// ledger.Migrations): the program's tables are in each database from the
+// start, and the template is built once per schema.
 package tokendtest
 
 import (
@@ -22,6 +23,7 @@ import (
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/testkit/pgtest"
+	"github.com/tokend/tokend/migrations"
 	"github.com/tokend/tokend/token"
 )
 
@@ -29,17 +31,18 @@ import (
 // tests only: never use it in a program.
 const ServerKey = "tokendtest-server-key-0123456789abcdef01234"
 
-// NewDB creates a database migrated to tokend's schema for tb and returns a
-// pool on it; both are closed and dropped when tb ends.
-func NewDB(tb testing.TB) *pgxpool.Pool {
+// NewDB creates a database migrated to tokend's schema, then to the
+// program's sets, for tb and returns a pool on it; both are closed and
+// dropped when tb ends.
+func NewDB(tb testing.TB, sets ...migrations.Set) *pgxpool.Pool {
 	tb.Helper()
-	return pgtest.NewPool(tb)
+	return pgtest.NewPoolWith(tb, sets...)
 }
 
 // NewURL is NewDB's database without the pool: its connection URL.
-func NewURL(tb testing.TB) string {
+func NewURL(tb testing.TB, sets ...migrations.Set) string {
 	tb.Helper()
-	return pgtest.NewURL(tb)
+	return pgtest.NewURLWith(tb, sets...)
 }
 
 // NewEmptyURL creates a database with no schema at all for tb, dropped when
@@ -58,9 +61,10 @@ type Kit struct {
 	Spender  *consume.Spender
 }
 
-// New returns a Kit on a new database (NewDB) whose issuer and spender run
-// handlers; nil means an empty registry (lease-mode operations only).
-func New(tb testing.TB, handlers *consume.Registry) *Kit {
+// New returns a Kit on a new database (NewDB, with sets) whose issuer and
+// spender run handlers; nil means an empty registry (lease-mode operations
+// only).
+func New(tb testing.TB, handlers *consume.Registry, sets ...migrations.Set) *Kit {
 	tb.Helper()
 	if handlers == nil {
 		handlers = consume.NewRegistry()
@@ -74,7 +78,7 @@ func New(tb testing.TB, handlers *consume.Registry) *Kit {
 		tb.Fatal(err)
 	}
 	return &Kit{
-		Pool: NewDB(tb), Keys: keys, Handlers: handlers, Spender: spender,
+		Pool: NewDB(tb, sets...), Keys: keys, Handlers: handlers, Spender: spender,
 		Issuer: intent.NewIssuer(keys, intent.WithHandlers(handlers)),
 	}
 }
@@ -82,7 +86,7 @@ func New(tb testing.TB, handlers *consume.Registry) *Kit {
 // ForExample is New for an Example function, which has no testing.TB: it
 // returns the Kit and the cleanup to defer. A step that fails panics, so the
 // example fails rather than printing less.
-func ForExample(handlers *consume.Registry) (k *Kit, cleanup func()) {
+func ForExample(handlers *consume.Registry, sets ...migrations.Set) (k *Kit, cleanup func()) {
 	tb := &exampleTB{}
 	defer func() {
 		if r := recover(); r != nil {
@@ -90,7 +94,7 @@ func ForExample(handlers *consume.Registry) (k *Kit, cleanup func()) {
 			panic(r)
 		}
 	}()
-	return New(tb, handlers), tb.cleanup
+	return New(tb, handlers, sets...), tb.cleanup
 }
 
 // exampleTB is the part of testing.TB that New uses, for an Example. Any

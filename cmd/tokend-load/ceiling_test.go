@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,7 +21,6 @@ import (
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/infra/apikey"
 	"github.com/tokend/tokend/internal/serve/httpapi"
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/token"
 )
 
@@ -34,7 +34,7 @@ import (
 func TestCeilingOnTokend(t *testing.T) {
 	pgbenchPath, psqlPath := tools(t)
 	ctx := context.Background()
-	url := pgtest.NewURL(t)
+	url := ledgertest.NewURL(t)
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		t.Fatal(err)

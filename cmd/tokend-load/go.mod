@@ -67,6 +67,7 @@ require (
 	github.com/quic-go/quic-go v0.59.0 // indirect
 	github.com/shopspring/decimal v1.4.0 // indirect
 	github.com/spf13/cast v1.7.0 // indirect
+	github.com/tokend/tokend/client v0.0.0-00010101000000-000000000000 // indirect
 	github.com/twitchyliquid64/golang-asm v0.15.1 // indirect
 	github.com/ugorji/go/codec v1.3.1 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
@@ -84,3 +85,5 @@ require (
 )
 
 replace github.com/tokend/tokend => ../..
+
+replace github.com/tokend/tokend/client => ../../client

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"io"
 	"os/exec"
 	"path/filepath"
@@ -9,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/migrations"
 )
 
@@ -34,7 +34,7 @@ func tools(t *testing.T) (pgbenchPath, psqlPath string) {
 // checks that a spend did all of its writes exactly once per token.
 func TestReferenceScripts(t *testing.T) {
 	pgbenchPath, psqlPath := tools(t)
-	url := pgtest.NewURL(t)
+	url := ledgertest.NewURL(t)
 	cfg := Config{
 		db: url, benchDir: "../../bench", out: t.TempDir(), pgbench: pgbenchPath, psql: psqlPath,
 		Concurrency: []int{2}, DurationSeconds: 1, Repeats: 1, Ops: []string{opIssue, opSpend, opLookup},
@@ -103,7 +103,7 @@ func TestReferenceScripts(t *testing.T) {
 // rebuild leaves tokens with exactly the indexes and constraints it had.
 func TestIndexRebuildKeepsSchema(t *testing.T) {
 	_, psqlPath := tools(t)
-	url := pgtest.NewURL(t)
+	url := ledgertest.NewURL(t)
 	ctx := context.Background()
 	if err := migrations.ApplyURL(ctx, url); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"github.com/tokend/tokend/internal/serve/httpapi"
 	"github.com/tokend/tokend/internal/serve/ledgerapi"
 	"github.com/tokend/tokend/internal/serve/metrics"
+	"github.com/tokend/tokend/internal/serve/webhookapi"
 	"github.com/tokend/tokend/token"
 )
 
@@ -100,7 +101,7 @@ func newAPI(ctx context.Context, cfg serveConfig, pool, listen *pgxpool.Pool, ke
 		Cache:       c,
 		Metrics:     m,
 		RateLimit:   httpapi.RateLimit{PerSecond: cfg.RateLimit},
-		Mounts: []httpapi.Mount{ledgerapi.Mount(pool), dispatch.Routes(pool, keys, dispatch.Options{AllowedHosts: cfg.WebhookAllowedHosts,
+		Mounts: []httpapi.Mount{ledgerapi.Mount(pool), webhookapi.Mount(pool, keys, dispatch.Options{AllowedHosts: cfg.WebhookAllowedHosts,
 			MaxEndpoints: cfg.WebhookMaxEndpoints, SecretOverlap: cfg.WebhookSecretOverlap}), func(r httpapi.Routes) {
 			links := []console.Link{
 				{Path: "/openapi.json", Name: "API reference", About: "the OpenAPI 3.1 document of the REST API."},

@@ -12,7 +12,7 @@ import (
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/internal/infra/dispatch"
-	"github.com/tokend/tokend/internal/testkit/pgtest"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"github.com/tokend/tokend/internal/testkit/tokentest"
 )
 
@@ -21,7 +21,7 @@ import (
 // / answers a page that links to what is served.
 func TestDemoOnlyWhenTurnedOn(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
+	pool := ledgertest.NewPool(t)
 	keys := tokentest.Keys(t)
 	handlers := consume.NewRegistry()
 	ledger.Register(handlers)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"net/http"
 	"net/url"
 	"os"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/internal/testkit/proctest"
 	"github.com/tokend/tokend/migrations"
 )
@@ -25,7 +25,7 @@ import (
 // refusing "pool_max_conns" as a run-time parameter.
 func TestPoolSettingsInTheURL(t *testing.T) {
 	t.Parallel()
-	u, err := url.Parse(pgtest.NewURL(t))
+	u, err := url.Parse(ledgertest.NewURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestPoolSettingsInTheURL(t *testing.T) {
 // serve, which migrates at start.
 func TestMigrateGivesUpOnAHeldLock(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.NewURL(t)
+	dbURL := ledgertest.NewURL(t)
 	holder, err := pgx.Connect(t.Context(), dbURL)
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +154,7 @@ func TestRefusesTransactionPooling(t *testing.T) {
 		t.Skip("TOKEND_TEST_PGBOUNCER_ADDR is unset: no PgBouncer (scripts/test's deployment pass starts one)")
 	}
 	t.Parallel()
-	direct := pgtest.NewURL(t)
+	direct := ledgertest.NewURL(t)
 	u, err := url.Parse(direct)
 	if err != nil {
 		t.Fatal(err)

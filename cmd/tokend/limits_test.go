@@ -4,13 +4,13 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/internal/testkit/proctest"
 )
 
@@ -19,7 +19,7 @@ import (
 // refusal, net/http's own included, is problem+json with a code.
 func TestHeaderLimit(t *testing.T) {
 	t.Parallel()
-	srv := proctest.Start(t, proctest.Options{DatabaseURL: pgtest.NewURL(t)})
+	srv := proctest.Start(t, proctest.Options{DatabaseURL: ledgertest.NewURL(t)})
 	addr := strings.TrimPrefix(srv.URL, "http://")
 
 	send := func(raw string) (int, string, string) {

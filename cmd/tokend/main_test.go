@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"io"
 	"net/http"
 	"os/exec"
@@ -18,7 +19,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tokend/tokend/internal/infra/apikey"
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/internal/testkit/proctest"
 )
 
@@ -42,7 +42,7 @@ var keyLineRE = regexp.MustCompile(`^tkd_[A-Za-z0-9_-]{43}\n$`)
 
 func TestKeys(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.NewURL(t)
+	dbURL := ledgertest.NewURL(t)
 	env := []string{"TOKEND_DATABASE_URL=" + dbURL}
 	conn, err := pgx.Connect(t.Context(), dbURL)
 	if err != nil {
@@ -133,7 +133,7 @@ func TestUsageErrors(t *testing.T) {
 
 func TestServe(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.NewURL(t)
+	dbURL := ledgertest.NewURL(t)
 	conn, err := pgx.Connect(t.Context(), dbURL)
 	if err != nil {
 		t.Fatal(err)

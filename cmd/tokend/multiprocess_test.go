@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"io"
 	"net/http"
 	"sync"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/internal/testkit/proctest"
 )
 
@@ -20,7 +20,7 @@ import (
 // spread over both: the database decides, so the ledger moves once.
 func TestTwoProcessesSpendOneTokenOnce(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.NewURL(t)
+	dbURL := ledgertest.NewURL(t)
 	a := proctest.Start(t, proctest.Options{DatabaseURL: dbURL})
 	b := proctest.Start(t, proctest.Options{DatabaseURL: dbURL})
 	key := proctest.CreateKey(t, dbURL, "acme", "client")

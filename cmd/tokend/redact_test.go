@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"io"
 	"net/http"
 	"os/exec"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/tokend/tokend/internal/infra/apikey"
 	"github.com/tokend/tokend/internal/serve/logredact"
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/internal/testkit/proctest"
 )
 
@@ -23,7 +23,7 @@ import (
 // secret in the URL is counted on /metrics and reported at WARN.
 func TestServeRedactsSecrets(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.NewURL(t)
+	dbURL := ledgertest.NewURL(t)
 	conn, err := pgx.Connect(t.Context(), dbURL)
 	if err != nil {
 		t.Fatal(err)

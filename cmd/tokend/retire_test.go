@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/internal/testkit/proctest"
 	"github.com/tokend/tokend/token"
 )
@@ -24,7 +24,7 @@ import (
 func TestServeRotateThenRetire(t *testing.T) {
 	t.Parallel()
 	const keyB = "rotated-server-key-after-a-leak-0123456789"
-	dbURL := pgtest.NewURL(t)
+	dbURL := ledgertest.NewURL(t)
 	srv := proctest.Start(t, proctest.Options{DatabaseURL: dbURL}) // key A: proctest.SecretKey
 	key := proctest.CreateKey(t, dbURL, "acme", "client")
 

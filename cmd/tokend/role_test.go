@@ -16,7 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tokend/tokend/internal/testkit/pgtest"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"github.com/tokend/tokend/internal/testkit/proctest"
 )
 
@@ -25,7 +25,7 @@ import (
 // starts.
 func TestServeRefusesASuperuser(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.NewURL(t)
+	dbURL := ledgertest.NewURL(t)
 	env := map[string]string{"TOKEND_DATABASE_URL": dbURL, "TOKEND_SECRET_KEY": strings.Repeat("k", 32), "TOKEND_LISTEN": "127.0.0.1:0"}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -56,7 +56,7 @@ func TestRuntimeRoleServes(t *testing.T) {
 	if m == nil {
 		t.Fatal("docs/operations.md has no runtime-grants sql block")
 	}
-	dbURL := pgtest.NewURL(t)
+	dbURL := ledgertest.NewURL(t)
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	role := "tokend_rt_" + hex.EncodeToString(b[:])

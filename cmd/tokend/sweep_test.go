@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/internal/testkit/proctest"
 )
 
@@ -20,7 +20,7 @@ import (
 // however old they are, and so does a finished token still remembered.
 func TestServeSweeps(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.NewURL(t)
+	dbURL := ledgertest.NewURL(t)
 	srv := proctest.Start(t, proctest.Options{DatabaseURL: dbURL, Env: []string{"TOKEND_SWEEP_INTERVAL=200ms"}})
 	client := proctest.CreateKey(t, dbURL, "acme", "client")
 	operator := proctest.CreateKey(t, dbURL, "acme", "operator")

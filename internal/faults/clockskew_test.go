@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"net/http"
 	"strconv"
 	"testing"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/internal/testkit/proctest"
 	"github.com/tokend/tokend/token"
 )
@@ -48,7 +48,7 @@ func TestSkewedClocksAgree(t *testing.T) {
 		minLease   = 1 // seconds: the shortest lease_seconds a policy accepts
 		maxRetries = 5 // for a step a slow machine made inconclusive
 	)
-	dbURL := pgtest.NewURL(t)
+	dbURL := ledgertest.NewURL(t)
 	start := func(offset string) *proctest.Server {
 		return proctest.Start(t, proctest.Options{
 			DatabaseURL: dbURL,

@@ -3,13 +3,13 @@ package faults
 import (
 	"context"
 	"fmt"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/internal/testkit/proctest"
 )
 
@@ -28,7 +28,7 @@ func TestKillDuringSpendStorm(t *testing.T) {
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	dbURL := pgtest.NewURL(t)
+	dbURL := ledgertest.NewURL(t)
 	srv := proctest.Start(t, proctest.Options{DatabaseURL: dbURL})
 	c := newClient(t, srv.URL, proctest.CreateKey(t, dbURL, tenant, "client"))
 	in := func(i int) intent { return credit(fmt.Sprintf("acct-%d", i), 1) }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/internal/testkit/proctest"
 )
 
@@ -32,7 +32,7 @@ func TestLeaseHolderDies(t *testing.T) {
 	const tenant = "lease"
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dbURL := pgtest.NewURL(t)
+	dbURL := ledgertest.NewURL(t)
 	srv := proctest.Start(t, proctest.Options{DatabaseURL: dbURL})
 	c := newClient(t, srv.URL, proctest.CreateKey(t, dbURL, tenant, "client"))
 	operator := newClient(t, srv.URL, proctest.CreateKey(t, dbURL, tenant, "operator"))

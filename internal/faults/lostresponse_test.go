@@ -3,12 +3,12 @@ package faults
 import (
 	"bytes"
 	"context"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/internal/testkit/proctest"
 )
 
@@ -21,7 +21,7 @@ func TestResponseLostAfterCommit(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dbURL := pgtest.NewURL(t)
+	dbURL := ledgertest.NewURL(t)
 	srv := proctest.Start(t, proctest.Options{DatabaseURL: dbURL})
 
 	for _, tc := range []struct {

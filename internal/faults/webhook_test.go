@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -13,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	tokend "github.com/tokend/tokend/client"
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/internal/testkit/proctest"
 	"github.com/tokend/tokend/webhook"
 )
@@ -29,7 +29,7 @@ func TestDispatcherKilledMidDelivery(t *testing.T) {
 	const tenant, tokens = "hooks", 12
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	dbURL := pgtest.NewURL(t)
+	dbURL := ledgertest.NewURL(t)
 	env := []string{"TOKEND_WEBHOOK_TIMEOUT=1s", "TOKEND_WEBHOOK_ALLOWED_HOSTS=127.0.0.1"} // leases of 3s; the consumer is on loopback
 	a := proctest.Start(t, proctest.Options{DatabaseURL: dbURL, Env: env})
 	pool, err := pgxpool.New(ctx, dbURL)

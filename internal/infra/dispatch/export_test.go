@@ -23,10 +23,10 @@ func SendWithoutRecording(ctx context.Context, d *Dispatcher) (int, error) {
 
 // Statements for plan tests.
 var (
-	FanOutSQL      = store.FanOutSQL
-	ClaimSQL       = store.ClaimSQL
-	BehindSQL      = store.BehindSQL
-	UndeliveredSQL = store.UndeliveredSQL
+	FanOutSQL      = store.Statements().FanOutSQL
+	ClaimSQL       = store.Statements().ClaimSQL
+	BehindSQL      = store.Statements().BehindSQL
+	UndeliveredSQL = store.Statements().UndeliveredSQL
 )
 
 // WithTestNetwork makes cfg's dispatcher resolve names with lookup instead

@@ -4,11 +4,11 @@ import (
 	"fmt"
 )
 
-// LockStateSQL tells why a conditional transition matched no row, with the
+// lockStateSQL tells why a conditional transition matched no row, with the
 // state every read reports (StateExpr): an issued token past its
 // expiry is expired. The lock makes the answer hold until the caller's
 // transaction ends.
-const LockStateSQL = `SELECT ` + StateExpr + ` FROM tokens WHERE tenant_id = $1 AND id = $2 FOR UPDATE`
+const lockStateSQL = `SELECT ` + StateExpr + ` FROM tokens WHERE tenant_id = $1 AND id = $2 FOR UPDATE`
 
 // DeleteEvents deletes events past the event retention ($2 seconds) whose
 // token is gone, in batches of $1, a Sweep's two forms. Only positioned
@@ -64,14 +64,14 @@ WITH due AS (
 )
 SELECT count(*) FROM del`
 
-// UnresolvedSQL counts the tokens someone owes an outcome for. Ages are in
+// unresolvedSQL counts the tokens someone owes an outcome for. Ages are in
 // microseconds, measured from the token's creation. The stored state is the
 // one every read reports here: StateExpr only ever turns an issued
 // token into an expired one, neither of which is counted, so the partial
 // index tokens_unresolved still serves these.
 var (
-	UnresolvedSQL       = fmt.Sprintf(unresolvedText, "")
-	UnresolvedTenantSQL = fmt.Sprintf(unresolvedText, "tenant_id = $1 AND")
+	unresolvedSQL       = fmt.Sprintf(unresolvedText, "")
+	unresolvedTenantSQL = fmt.Sprintf(unresolvedText, "tenant_id = $1 AND")
 )
 
 const unresolvedText = `
@@ -82,9 +82,9 @@ SELECT count(*) FILTER (WHERE state = 'pending'),
 FROM tokens
 WHERE %s state IN ('pending', 'unknown')`
 
-// TryLockSQL takes the sweeper's lock for the guard transaction that holds
+// tryLockSQL takes the sweeper's lock for the guard transaction that holds
 // it while the sweep's batches commit on other connections. A lock scoped to
 // a transaction ends with it, however the sweeper ends, and cannot be left
 // behind on a pooled backend (PgBouncer in transaction mode hands each
 // transaction whichever backend is free), as a session-level lock would be.
-const TryLockSQL = `SELECT pg_try_advisory_xact_lock($1)`
+const tryLockSQL = `SELECT pg_try_advisory_xact_lock($1)`

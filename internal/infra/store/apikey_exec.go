@@ -20,10 +20,10 @@ type APIKeyRow struct {
 	CreatedAt  time.Time
 }
 
-// CreateAPIKey stores k (APIKeyCreateSQL) and returns its creation time.
+// CreateAPIKey stores k (apiKeyCreateSQL) and returns its creation time.
 func CreateAPIKey(ctx context.Context, q db.DBTX, k APIKeyRow) (time.Time, error) {
 	var at time.Time
-	if err := q.QueryRow(ctx, APIKeyCreateSQL, k.Tenant, k.ID, k.Hash, k.Role).Scan(&at); err != nil {
+	if err := q.QueryRow(ctx, apiKeyCreateSQL, k.Tenant, k.ID, k.Hash, k.Role).Scan(&at); err != nil {
 		return time.Time{}, fmt.Errorf("apikey: create: %w", err)
 	}
 	return at, nil
@@ -31,20 +31,20 @@ func CreateAPIKey(ctx context.Context, q db.DBTX, k APIKeyRow) (time.Time, error
 
 // ResolveAPIKey finds the live key whose secret hashes to hash; ok is
 // false when there is none. Its tenant comes from its route
-// (APIKeyRouteSQL), then the key from that tenant's rows
-// (APIKeyResolveSQL): on Citus, a worker that is down fails only its own
+// (apiKeyRouteSQL), then the key from that tenant's rows
+// (apiKeyResolveSQL): on Citus, a worker that is down fails only its own
 // tenants' keys. A key without a route is looked for by its hash alone
-// (APIKeyResolveUnroutedSQL).
+// (apiKeyResolveUnroutedSQL).
 func ResolveAPIKey(ctx context.Context, q db.DBTX, hash []byte) (k APIKeyRow, ok bool, err error) {
 	var tenant string
-	err = q.QueryRow(ctx, APIKeyRouteSQL, hash).Scan(&tenant)
+	err = q.QueryRow(ctx, apiKeyRouteSQL, hash).Scan(&tenant)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		err = q.QueryRow(ctx, APIKeyResolveUnroutedSQL, hash).Scan(&k.Tenant, &k.ID, &k.Role, &k.CreatedAt, &k.Hash)
+		err = q.QueryRow(ctx, apiKeyResolveUnroutedSQL, hash).Scan(&k.Tenant, &k.ID, &k.Role, &k.CreatedAt, &k.Hash)
 	case err != nil:
 		return APIKeyRow{}, false, fmt.Errorf("apikey: resolve: route: %w", err)
 	default:
-		err = q.QueryRow(ctx, APIKeyResolveSQL, tenant, hash).Scan(&k.Tenant, &k.ID, &k.Role, &k.CreatedAt, &k.Hash)
+		err = q.QueryRow(ctx, apiKeyResolveSQL, tenant, hash).Scan(&k.Tenant, &k.ID, &k.Role, &k.CreatedAt, &k.Hash)
 	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -56,10 +56,10 @@ func ResolveAPIKey(ctx context.Context, q db.DBTX, hash []byte) (k APIKeyRow, ok
 }
 
 // RevokeAPIKey revokes tenant's key id and notifies APIKeyRevokedChannel
-// (APIKeyRevokeSQL); it returns the key's hash, or ok false when tenant
+// (apiKeyRevokeSQL); it returns the key's hash, or ok false when tenant
 // has no such key.
 func RevokeAPIKey(ctx context.Context, q db.DBTX, tenant, id string) (hash []byte, ok bool, err error) {
-	err = q.QueryRow(ctx, APIKeyRevokeSQL, tenant, id).Scan(&hash, nil)
+	err = q.QueryRow(ctx, apiKeyRevokeSQL, tenant, id).Scan(&hash, nil)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, false, nil
@@ -70,10 +70,10 @@ func RevokeAPIKey(ctx context.Context, q db.DBTX, tenant, id string) (hash []byt
 }
 
 // APIKeyLive reports whether tenant has a key id that is not revoked
-// (APIKeyLiveSQL).
+// (apiKeyLiveSQL).
 func APIKeyLive(ctx context.Context, q db.DBTX, tenant, id string) (bool, error) {
 	var live bool
-	err := q.QueryRow(ctx, APIKeyLiveSQL, tenant, id).Scan(&live)
+	err := q.QueryRow(ctx, apiKeyLiveSQL, tenant, id).Scan(&live)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return false, nil
@@ -84,14 +84,14 @@ func APIKeyLive(ctx context.Context, q db.DBTX, tenant, id string) (bool, error)
 }
 
 // NotifyAPIKeys notifies APIKeyRevokedChannel with payload
-// (APIKeyNotifySQL).
+// (apiKeyNotifySQL).
 func NotifyAPIKeys(ctx context.Context, q db.DBTX, payload string) error {
-	_, err := q.Exec(ctx, APIKeyNotifySQL, payload)
+	_, err := q.Exec(ctx, apiKeyNotifySQL, payload)
 	return err
 }
 
-// ListenAPIKeys makes conn listen on APIKeyRevokedChannel (APIKeyListenSQL).
+// ListenAPIKeys makes conn listen on APIKeyRevokedChannel (apiKeyListenSQL).
 func ListenAPIKeys(ctx context.Context, conn *pgx.Conn) error {
-	_, err := conn.Exec(ctx, APIKeyListenSQL)
+	_, err := conn.Exec(ctx, apiKeyListenSQL)
 	return err
 }

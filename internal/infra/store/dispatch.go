@@ -3,12 +3,12 @@ package store
 // The statements of webhook delivery (internal/infra/dispatch): endpoints, the
 // fan-out of the feed into deliveries, claims and attempts.
 
-// EndpointLockTenantSQL serializes endpoint registrations of tenant $1, so that
+// endpointLockTenantSQL serializes endpoint registrations of tenant $1, so that
 // two at once cannot both pass the cap.
-const EndpointLockTenantSQL = `SELECT pg_advisory_xact_lock(hashtextextended('tokend.webhooks:' || $1, 0))`
+const endpointLockTenantSQL = `SELECT pg_advisory_xact_lock(hashtextextended('tokend.webhooks:' || $1, 0))`
 
-// EndpointCreateSQL registers an endpoint unless tenant $1 has $7 already.
-const EndpointCreateSQL = `
+// endpointCreateSQL registers an endpoint unless tenant $1 has $7 already.
+const endpointCreateSQL = `
 INSERT INTO webhook_endpoints (tenant_id, id, url, event_types, secret_nonce, secret_key_id, feed_pos)
 SELECT $1, $2, $3, $4, $5, $6, coalesce((SELECT pos FROM event_feed_heads WHERE tenant_id = $1), 0)
 WHERE (SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $1) < $7
@@ -29,10 +29,10 @@ const endpointColumns = `tenant_id, id, url, event_types, secret_nonce, secret_k
 // On plain Postgres it is an InitPlan with now()'s value. The clock is the
 // database's either way, read once per transaction.
 
-// EndpointRotateSQL gives the endpoint the secret of nonce $3 under key $4; the one
+// endpointRotateSQL gives the endpoint the secret of nonce $3 under key $4; the one
 // it replaces keeps signing beside it for $5 seconds. One rotated earlier
 // and still in its overlap stops signing now.
-const EndpointRotateSQL = `
+const endpointRotateSQL = `
 UPDATE webhook_endpoints
 SET prev_secret_nonce = secret_nonce, prev_secret_key_id = secret_key_id,
     prev_secret_until = now() + make_interval(secs => $5),
@@ -40,19 +40,19 @@ SET prev_secret_nonce = secret_nonce, prev_secret_key_id = secret_key_id,
 WHERE tenant_id = $1 AND id = $2
 RETURNING ` + endpointColumns
 
-// EndpointListSQL is tenant $1's endpoints, oldest first.
-const EndpointListSQL = `SELECT ` + endpointColumns + ` FROM webhook_endpoints WHERE tenant_id = $1 ORDER BY created_at, id`
+// endpointListSQL is tenant $1's endpoints, oldest first.
+const endpointListSQL = `SELECT ` + endpointColumns + ` FROM webhook_endpoints WHERE tenant_id = $1 ORDER BY created_at, id`
 
-// EndpointGetSQL is tenant $1's endpoint $2.
-const EndpointGetSQL = `SELECT ` + endpointColumns + ` FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2`
+// endpointGetSQL is tenant $1's endpoint $2.
+const endpointGetSQL = `SELECT ` + endpointColumns + ` FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2`
 
-// EndpointSetEnabledSQL enables or disables an endpoint. Disabling parks its
+// endpointSetEnabledSQL enables or disables an endpoint. Disabling parks its
 // pending deliveries; enabling resumes its parked ones, due now, each with
 // a new maximum age. A lease is never cleared here: a delivery in flight
 // stays pending and leased, counted against its tenant and claimed by no
-// one else, until its attempt is recorded (FailedSQL parks it then when its
+// one else, until its attempt is recorded (failedSQL parks it then when its
 // endpoint is still disabled).
-const EndpointSetEnabledSQL = `
+const endpointSetEnabledSQL = `
 WITH w AS (
     UPDATE webhook_endpoints
     SET enabled = $3, disabled_reason = CASE WHEN $3 THEN NULL ELSE $4 END,
@@ -70,17 +70,17 @@ WITH w AS (
 )
 SELECT * FROM w`
 
-// EndpointDeleteSQL deletes tenant $1's endpoint $2 with its deliveries.
-const EndpointDeleteSQL = `DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2 RETURNING ` + endpointColumns
+// endpointDeleteSQL deletes tenant $1's endpoint $2 with its deliveries.
+const endpointDeleteSQL = `DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2 RETURNING ` + endpointColumns
 
-// RedeliverSQL sends the endpoint's deliveries after position $3 (only the
+// redeliverSQL sends the endpoint's deliveries after position $3 (only the
 // one at $5, when given) now: the failed ones; with $4 also the pending
 // ones (hurried: due now) and parked ones; with $6 also the delivered ones.
 // A delivery sent again starts a new maximum age; a hurried one keeps its
 // own, and its lease when in flight. On a disabled endpoint they are parked
 // until it is enabled, except one in flight, which stays pending and leased
 // until its attempt is recorded.
-const RedeliverSQL = `
+const redeliverSQL = `
 WITH u AS (
     UPDATE webhook_deliveries d
     SET state = CASE WHEN w.enabled OR (d.state = 'pending' AND d.leased_until > now()) THEN 'pending' ELSE 'parked' END,
@@ -96,8 +96,8 @@ WITH u AS (
 )
 SELECT count(*) FROM u`
 
-// RecentDeliveriesSQL is an endpoint's latest deliveries with their attempts.
-const RecentDeliveriesSQL = `
+// recentDeliveriesSQL is an endpoint's latest deliveries with their attempts.
+const recentDeliveriesSQL = `
 SELECT d.pos, d.event_id, d.state, d.attempts, d.next_attempt_at, d.created_at, d.finished_at,
        coalesce((SELECT jsonb_agg(jsonb_build_object('attempt', a.attempt, 'at', a.at, 'status', a.status,
                                                     'error', a.error, 'duration_ms', a.duration_ms) ORDER BY a.attempt)
@@ -108,14 +108,14 @@ WHERE d.tenant_id = $1 AND d.endpoint_id = $2
 ORDER BY d.pos DESC
 LIMIT $3`
 
-// WebhookTenantsSQL is the tenants with an endpoint, enabled or not: a
-// disabled one is owed its events too (FanOutSQL parks them).
-const WebhookTenantsSQL = `SELECT DISTINCT tenant_id FROM webhook_endpoints`
+// webhookTenantsSQL is the tenants with an endpoint, enabled or not: a
+// disabled one is owed its events too (fanOutSQL parks them).
+const webhookTenantsSQL = `SELECT DISTINCT tenant_id FROM webhook_endpoints`
 
-// BehindSQL is the endpoints, enabled or not, whose feed position is behind
+// behindSQL is the endpoints, enabled or not, whose feed position is behind
 // their tenant's feed head: what a round fans out, none when idle. It reads
 // the endpoints and the heads only, however many deliveries there are.
-const BehindSQL = `
+const behindSQL = `
 SELECT w.tenant_id, w.id FROM webhook_endpoints w
 JOIN event_feed_heads h ON h.tenant_id = w.tenant_id
 WHERE h.pos > w.feed_pos`
@@ -123,7 +123,7 @@ WHERE h.pos > w.feed_pos`
 // FanOutBatch is the most events one fan-out statement offers an endpoint.
 const FanOutBatch = 500
 
-// FanOutSQL offers endpoint $2 of tenant $1 the events after its feed
+// fanOutSQL offers endpoint $2 of tenant $1 the events after its feed
 // position, up to FanOutBatch, as event/sql.go's readSQL reads a page (a
 // constant LIMIT and OFFSET 0, so that even a generic plan looks each event
 // up by its key), as deliveries of the types it takes, and moves its
@@ -133,7 +133,7 @@ const FanOutBatch = 500
 // fanning out is skipped. A disabled endpoint's deliveries are made parked:
 // owed (its record and tokend_webhook_parked show them), not lag, not
 // tried until it is enabled.
-const FanOutSQL = `
+const fanOutSQL = `
 WITH ep AS (
     SELECT tenant_id, id, feed_pos, event_types, enabled FROM webhook_endpoints
     WHERE tenant_id = $1 AND id = $2
@@ -166,12 +166,12 @@ WITH ep AS (
 )
 SELECT (SELECT count(*) FROM ev), (SELECT count(*) FROM ins)`
 
-// DueTenantsSQL is the tenants with deliveries due now, by name. It looks
+// dueTenantsSQL is the tenants with deliveries due now, by name. It looks
 // up each enabled endpoint's first due delivery in the endpoint's due index
 // (webhook_deliveries_endpoint_due), skipping only those in flight, so it
 // costs one short index probe per endpoint whatever the backlog: it runs
 // before the claim lock is taken, and no claim waits behind it.
-const DueTenantsSQL = `
+const dueTenantsSQL = `
 SELECT w.tenant_id FROM webhook_endpoints w
 WHERE w.enabled AND EXISTS (
     SELECT 1 FROM webhook_deliveries d
@@ -180,19 +180,19 @@ WHERE w.enabled AND EXISTS (
 GROUP BY w.tenant_id
 ORDER BY w.tenant_id`
 
-// ClaimLockSQL serializes claims across instances, so that what each
+// claimLockSQL serializes claims across instances, so that what each
 // endpoint and tenant has in flight is counted right; a claim is one short
 // statement.
-const ClaimLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('tokend.webhooks.claim', 0))`
+const claimLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('tokend.webhooks.claim', 0))`
 
-// ClaimLockTimeoutSQL bounds, for the rest of a claim's transaction (after
-// ClaimLockSQL), each wait for a delivery's row lock: a tenant whose rows an
+// claimLockTimeoutSQL bounds, for the rest of a claim's transaction (after
+// claimLockSQL), each wait for a delivery's row lock: a tenant whose rows an
 // operator's disable or redeliver holds is skipped this round (store.Claim
 // answers an error LockNotAvailable reports) instead of stalling every
 // tenant's claim behind the global lock.
-const ClaimLockTimeoutSQL = `SET LOCAL lock_timeout = '50ms'`
+const claimLockTimeoutSQL = `SET LOCAL lock_timeout = '50ms'`
 
-// ClaimSQL leases for $2 seconds up to $1 due deliveries of tenant $5's
+// claimSQL leases for $2 seconds up to $1 due deliveries of tenant $5's
 // enabled endpoints, counting the attempt, and answers what sending them
 // needs, and whether the endpoint is failing (suspect: its last attempt
 // failed). An endpoint has at most $3 deliveries in flight, a failing one
@@ -201,7 +201,7 @@ const ClaimLockTimeoutSQL = `SET LOCAL lock_timeout = '50ms'`
 // an attempt in flight counts until it is recorded); at most $6 of the
 // batch go to failing endpoints; a batch takes every endpoint's first
 // delivery before any endpoint's second.
-const ClaimSQL = `
+const claimSQL = `
 WITH ep AS (
     SELECT w.tenant_id, w.id, w.enabled, w.failing_since IS NOT NULL AS suspect,
            (SELECT count(*) FROM webhook_deliveries b
@@ -262,9 +262,9 @@ CROSS JOIN LATERAL (
     OFFSET 0
 ) e`
 
-// DeliveredSQL records a 2xx answer to attempt $4 of a delivery. A lease
+// deliveredSQL records a 2xx answer to attempt $4 of a delivery. A lease
 // another dispatcher took over since (a later attempt) is not touched.
-const DeliveredSQL = `
+const deliveredSQL = `
 WITH d AS (
     UPDATE webhook_deliveries
     SET state = 'delivered', finished_at = now(), leased_until = NULL
@@ -279,14 +279,14 @@ WITH d AS (
 )
 SELECT count(*) FROM d`
 
-// FailedSQL records a failed attempt $4: the delivery waits $7 seconds for
+// failedSQL records a failed attempt $4: the delivery waits $7 seconds for
 // the next, or fails for good past the maximum age ($8 seconds). The
 // endpoint is disabled, its pending deliveries parked, when it answered
 // 410 Gone ($11) or has failed for longer than $9 seconds; the delivery is
 // parked too when its endpoint was disabled while it was in flight. Other
 // deliveries in flight keep their leases: each is parked when its own
 // attempt is recorded.
-const FailedSQL = `
+const failedSQL = `
 WITH w0 AS (
     SELECT enabled AND ($11 OR least(failing_since, now()) <= (SELECT now() - make_interval(secs => $9))) AS off,
            NOT enabled AS disabled, least(failing_since, now()) AS since
@@ -319,14 +319,14 @@ WITH w0 AS (
 )
 SELECT coalesce((SELECT state FROM d), '')`
 
-// UndeliveredSQL is what the metrics report, read at each scrape: the
+// undeliveredSQL is what the metrics report, read at each scrape: the
 // deliveries still owed (pending; parked ones are not lag), the age of the
 // oldest by its event's time, the parked ones and the disabled endpoints.
 //
 // Both counts fan out to every shard (no tenant): Citus refuses a subquery
 // over a distributed table in the target list, so they are two subqueries
 // in FROM, each aggregated per shard and summed on the coordinator.
-const UndeliveredSQL = `
+const undeliveredSQL = `
 SELECT d.pending, d.age, d.parked, w.disabled
 FROM (SELECT count(*) FILTER (WHERE state = 'pending') AS pending,
              coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE state = 'pending')), 0)::float8 AS age,

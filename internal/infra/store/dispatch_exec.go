@@ -50,7 +50,7 @@ func oneEndpoint(row pgx.Row) (e EndpointRow, ok bool, err error) {
 	return e, true, nil
 }
 
-// NewEndpoint is an endpoint to register (EndpointCreateSQL): Max is how
+// NewEndpoint is an endpoint to register (endpointCreateSQL): Max is how
 // many its tenant may have.
 type NewEndpoint struct {
 	Tenant, ID, URL string
@@ -61,12 +61,12 @@ type NewEndpoint struct {
 }
 
 // CreateEndpoint registers p in tx, serialized with the tenant's other
-// registrations (EndpointLockTenantSQL), or answers ErrEndpointLimit.
+// registrations (endpointLockTenantSQL), or answers ErrEndpointLimit.
 func CreateEndpoint(ctx context.Context, tx pgx.Tx, p NewEndpoint) (EndpointRow, error) {
-	if _, err := tx.Exec(ctx, EndpointLockTenantSQL, p.Tenant); err != nil {
+	if _, err := tx.Exec(ctx, endpointLockTenantSQL, p.Tenant); err != nil {
 		return EndpointRow{}, err
 	}
-	e, ok, err := oneEndpoint(tx.QueryRow(ctx, EndpointCreateSQL, p.Tenant, p.ID, p.URL, p.EventTypes, p.Nonce, p.KeyID, p.Max))
+	e, ok, err := oneEndpoint(tx.QueryRow(ctx, endpointCreateSQL, p.Tenant, p.ID, p.URL, p.EventTypes, p.Nonce, p.KeyID, p.Max))
 	switch {
 	case err != nil:
 		return EndpointRow{}, err
@@ -78,14 +78,14 @@ func CreateEndpoint(ctx context.Context, tx pgx.Tx, p NewEndpoint) (EndpointRow,
 
 // RotateEndpoint gives tenant's endpoint id the secret of nonce under
 // keyID, the one it replaces signing beside it for overlapSeconds
-// (EndpointRotateSQL); ok is false when there is no such endpoint.
+// (endpointRotateSQL); ok is false when there is no such endpoint.
 func RotateEndpoint(ctx context.Context, q db.DBTX, tenant, id string, nonce []byte, keyID string, overlapSeconds float64) (EndpointRow, bool, error) {
-	return oneEndpoint(q.QueryRow(ctx, EndpointRotateSQL, tenant, id, nonce, keyID, overlapSeconds))
+	return oneEndpoint(q.QueryRow(ctx, endpointRotateSQL, tenant, id, nonce, keyID, overlapSeconds))
 }
 
-// ListEndpoints reads tenant's endpoints, oldest first (EndpointListSQL).
+// ListEndpoints reads tenant's endpoints, oldest first (endpointListSQL).
 func ListEndpoints(ctx context.Context, q db.DBTX, tenant string) ([]EndpointRow, error) {
-	rows, err := q.Query(ctx, EndpointListSQL, tenant)
+	rows, err := q.Query(ctx, endpointListSQL, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("dispatch: list: %w", err)
 	}
@@ -96,27 +96,27 @@ func ListEndpoints(ctx context.Context, q db.DBTX, tenant string) ([]EndpointRow
 	return eps, nil
 }
 
-// GetEndpoint reads tenant's endpoint id (EndpointGetSQL); ok is false when
+// GetEndpoint reads tenant's endpoint id (endpointGetSQL); ok is false when
 // there is none.
 func GetEndpoint(ctx context.Context, q db.DBTX, tenant, id string) (EndpointRow, bool, error) {
-	return oneEndpoint(q.QueryRow(ctx, EndpointGetSQL, tenant, id))
+	return oneEndpoint(q.QueryRow(ctx, endpointGetSQL, tenant, id))
 }
 
 // SetEndpointEnabled enables or disables tenant's endpoint id, reason
-// saying why when disabled (EndpointSetEnabledSQL); ok is false when there
+// saying why when disabled (endpointSetEnabledSQL); ok is false when there
 // is no such endpoint.
 func SetEndpointEnabled(ctx context.Context, q db.DBTX, tenant, id string, enabled bool, reason string) (EndpointRow, bool, error) {
-	return oneEndpoint(q.QueryRow(ctx, EndpointSetEnabledSQL, tenant, id, enabled, reason))
+	return oneEndpoint(q.QueryRow(ctx, endpointSetEnabledSQL, tenant, id, enabled, reason))
 }
 
-// DeleteEndpoint deletes tenant's endpoint id (EndpointDeleteSQL) and
+// DeleteEndpoint deletes tenant's endpoint id (endpointDeleteSQL) and
 // returns it; ok is false when there is none.
 func DeleteEndpoint(ctx context.Context, q db.DBTX, tenant, id string) (EndpointRow, bool, error) {
-	return oneEndpoint(q.QueryRow(ctx, EndpointDeleteSQL, tenant, id))
+	return oneEndpoint(q.QueryRow(ctx, endpointDeleteSQL, tenant, id))
 }
 
 // RedeliverParams select an endpoint's deliveries to send now
-// (RedeliverSQL).
+// (redeliverSQL).
 type RedeliverParams struct {
 	Tenant, ID string
 	After      int64  // only those of events after this position
@@ -126,16 +126,16 @@ type RedeliverParams struct {
 }
 
 // Redeliver sends the deliveries p selects now and answers how many
-// (RedeliverSQL).
+// (redeliverSQL).
 func Redeliver(ctx context.Context, q db.DBTX, p RedeliverParams) (int64, error) {
 	var n int64
-	if err := q.QueryRow(ctx, RedeliverSQL, p.Tenant, p.ID, p.After, p.Hurry, p.Position, p.Delivered).Scan(&n); err != nil {
+	if err := q.QueryRow(ctx, redeliverSQL, p.Tenant, p.ID, p.After, p.Hurry, p.Position, p.Delivered).Scan(&n); err != nil {
 		return 0, fmt.Errorf("dispatch: redeliver: %w", err)
 	}
 	return n, nil
 }
 
-// DeliveryRow is one delivery with its attempts (RecentDeliveriesSQL),
+// DeliveryRow is one delivery with its attempts (recentDeliveriesSQL),
 // the fields of client.WebhookDelivery.
 type DeliveryRow struct {
 	Position      int64
@@ -149,9 +149,9 @@ type DeliveryRow struct {
 }
 
 // RecentDeliveries reads the latest limit deliveries of tenant's endpoint
-// id, newest first (RecentDeliveriesSQL).
+// id, newest first (recentDeliveriesSQL).
 func RecentDeliveries(ctx context.Context, q db.DBTX, tenant, id string, limit int) ([]DeliveryRow, error) {
-	rows, err := q.Query(ctx, RecentDeliveriesSQL, tenant, id, limit)
+	rows, err := q.Query(ctx, recentDeliveriesSQL, tenant, id, limit)
 	if err != nil {
 		return nil, fmt.Errorf("dispatch: deliveries: %w", err)
 	}
@@ -167,9 +167,9 @@ func RecentDeliveries(ctx context.Context, q db.DBTX, tenant, id string, limit i
 }
 
 // WebhookTenants reads the tenants with an enabled endpoint
-// (WebhookTenantsSQL).
+// (webhookTenantsSQL).
 func WebhookTenants(ctx context.Context, q db.DBTX) ([]string, error) {
-	rows, err := q.Query(ctx, WebhookTenantsSQL)
+	rows, err := q.Query(ctx, webhookTenantsSQL)
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: tenants: %w", err)
 	}
@@ -184,9 +184,9 @@ func WebhookTenants(ctx context.Context, q db.DBTX) ([]string, error) {
 type EndpointKey struct{ Tenant, ID string }
 
 // Behind reads the enabled endpoints behind their tenant's feed head
-// (BehindSQL).
+// (behindSQL).
 func Behind(ctx context.Context, q db.DBTX) ([]EndpointKey, error) {
-	rows, err := q.Query(ctx, BehindSQL)
+	rows, err := q.Query(ctx, behindSQL)
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: fan out: %w", err)
 	}
@@ -198,36 +198,36 @@ func Behind(ctx context.Context, q db.DBTX) ([]EndpointKey, error) {
 }
 
 // FanOut offers an endpoint up to FanOutBatch events after its feed
-// position (FanOutSQL): seen is how many it read, offered how many became
+// position (fanOutSQL): seen is how many it read, offered how many became
 // deliveries.
 func FanOut(ctx context.Context, q db.DBTX, ep EndpointKey) (seen, offered int64, err error) {
-	if err := q.QueryRow(ctx, FanOutSQL, ep.Tenant, ep.ID).Scan(&seen, &offered); err != nil {
+	if err := q.QueryRow(ctx, fanOutSQL, ep.Tenant, ep.ID).Scan(&seen, &offered); err != nil {
 		return 0, 0, fmt.Errorf("webhooks: fan out: %w", err)
 	}
 	return seen, offered, nil
 }
 
 // ClaimLock serializes claims across instances for the rest of tx
-// (ClaimLockSQL), then bounds its row-lock waits (ClaimLockTimeoutSQL).
+// (claimLockSQL), then bounds its row-lock waits (claimLockTimeoutSQL).
 func ClaimLock(ctx context.Context, tx pgx.Tx) error {
-	if _, err := tx.Exec(ctx, ClaimLockSQL); err != nil {
+	if _, err := tx.Exec(ctx, claimLockSQL); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, ClaimLockTimeoutSQL)
+	_, err := tx.Exec(ctx, claimLockTimeoutSQL)
 	return err
 }
 
 // DueTenants reads the tenants with deliveries due, by name
-// (DueTenantsSQL).
+// (dueTenantsSQL).
 func DueTenants(ctx context.Context, q db.DBTX) ([]string, error) {
-	rows, err := q.Query(ctx, DueTenantsSQL)
+	rows, err := q.Query(ctx, dueTenantsSQL)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// ClaimParams bound a claim (ClaimSQL): how many, for how long, what an
+// ClaimParams bound a claim (claimSQL): how many, for how long, what an
 // endpoint and a tenant may have in flight, and how many of the claim may
 // go to failing endpoints.
 type ClaimParams struct {
@@ -270,7 +270,7 @@ type ClaimedRow struct {
 	Event                 WebhookEventRow
 }
 
-// Claim leases due deliveries of p.Tenant's enabled endpoints (ClaimSQL),
+// Claim leases due deliveries of p.Tenant's enabled endpoints (claimSQL),
 // in tx after ClaimLock, within a savepoint: when a row lock is not had in
 // time (LockNotAvailable), it answers nothing claimed and tx goes on.
 func Claim(ctx context.Context, tx pgx.Tx, p ClaimParams) ([]ClaimedRow, error) {
@@ -289,7 +289,7 @@ func Claim(ctx context.Context, tx pgx.Tx, p ClaimParams) ([]ClaimedRow, error) 
 }
 
 func claim(ctx context.Context, tx pgx.Tx, p ClaimParams) ([]ClaimedRow, error) {
-	rows, err := tx.Query(ctx, ClaimSQL, p.Limit, p.LeaseSeconds, p.EndpointConcurrency, p.TenantConcurrency, p.Tenant, p.SuspectLimit)
+	rows, err := tx.Query(ctx, claimSQL, p.Limit, p.LeaseSeconds, p.EndpointConcurrency, p.TenantConcurrency, p.Tenant, p.SuspectLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -312,18 +312,18 @@ type AttemptParams struct {
 	DurationMS       int64
 }
 
-// Delivered records a 2xx answer with status to an attempt (DeliveredSQL)
+// Delivered records a 2xx answer with status to an attempt (deliveredSQL)
 // and reports whether it was recorded: not when another dispatcher took
 // the lease over since.
 func Delivered(ctx context.Context, q db.DBTX, a AttemptParams, status int) (bool, error) {
 	var n int64
-	if err := q.QueryRow(ctx, DeliveredSQL, a.Tenant, a.Endpoint, a.Pos, a.Attempt, status, a.DurationMS).Scan(&n); err != nil {
+	if err := q.QueryRow(ctx, deliveredSQL, a.Tenant, a.Endpoint, a.Pos, a.Attempt, status, a.DurationMS).Scan(&n); err != nil {
 		return false, err
 	}
 	return n == 1, nil
 }
 
-// FailedParams are a failed attempt's outcome (FailedSQL).
+// FailedParams are a failed attempt's outcome (failedSQL).
 type FailedParams struct {
 	Status              *int // nil when nothing answered
 	Error               string
@@ -333,16 +333,16 @@ type FailedParams struct {
 	Gone                bool // answered 410 Gone
 }
 
-// Failed records a failed attempt (FailedSQL) and answers the delivery's
+// Failed records a failed attempt (failedSQL) and answers the delivery's
 // state after it.
 func Failed(ctx context.Context, q db.DBTX, a AttemptParams, f FailedParams) (string, error) {
 	var state string
-	err := q.QueryRow(ctx, FailedSQL, a.Tenant, a.Endpoint, a.Pos, a.Attempt, f.Status, f.Error,
+	err := q.QueryRow(ctx, failedSQL, a.Tenant, a.Endpoint, a.Pos, a.Attempt, f.Status, f.Error,
 		f.WaitSeconds, f.MaxAgeSeconds, f.DisableAfterSeconds, a.DurationMS, f.Gone).Scan(&state)
 	return state, err
 }
 
-// UndeliveredCounts are what the webhook metrics report (UndeliveredSQL).
+// UndeliveredCounts are what the webhook metrics report (undeliveredSQL).
 type UndeliveredCounts struct {
 	Pending, Parked, Disabled int64
 	OldestAgeSeconds          float64
@@ -351,6 +351,6 @@ type UndeliveredCounts struct {
 // Undelivered reads the UndeliveredCounts.
 func Undelivered(ctx context.Context, q db.DBTX) (UndeliveredCounts, error) {
 	var u UndeliveredCounts
-	err := q.QueryRow(ctx, UndeliveredSQL).Scan(&u.Pending, &u.OldestAgeSeconds, &u.Parked, &u.Disabled)
+	err := q.QueryRow(ctx, undeliveredSQL).Scan(&u.Pending, &u.OldestAgeSeconds, &u.Parked, &u.Disabled)
 	return u, err
 }

@@ -7,8 +7,8 @@
 // the locks and reads those moves start from, the sweep's deletes, and
 // Pipelined, the transaction a pool-owning spend runs in.
 //
-// It also holds every other statement of tokend outside the event package
-// and the migrations: token reads (inspect), operation policies, webhook
+// It also holds every other statement of tokend outside the migrations:
+// the event feed's (event), token reads (inspect), operation policies, webhook
 // endpoints and deliveries, API keys, console sign-outs, a webhook
 // consumer's dedup, and the server's session checks. Each comes with a
 // typed function that runs it and scans its rows into a row type of this
@@ -16,7 +16,9 @@
 // to their own types. pgx.ErrNoRows and SQLSTATEs (by pgerrcode's names,
 // errors.go) are read here and nowhere else.
 //
-// Every statement is constant text, or rendered at init from constant text:
-// request data only ever reaches the database as parameters. Times are the
+// The texts are unexported (Statements lists them for tests): callers pass
+// typed parameters and get rows back. Every statement is constant text, or
+// rendered at init from constant text: request data only ever reaches the
+// database as parameters. Times are the
 // database clock's, so every instance and the sweeper agree on them.
 package store

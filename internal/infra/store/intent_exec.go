@@ -14,7 +14,7 @@ import (
 	"github.com/tokend/tokend/token"
 )
 
-// Existing is the token holding an intent, as ExistingSQL and ReplaySQL
+// Existing is the token holding an intent, as existingSQL and replaySQL
 // read it.
 type Existing struct {
 	Record             token.Record
@@ -25,12 +25,12 @@ type Existing struct {
 }
 
 // ReadExisting reads the token holding tenant's intent for operation, under
-// its lock (ExistingSQL) when lock is true, else as of now (ReplaySQL). ok
+// its lock (existingSQL) when lock is true, else as of now (replaySQL). ok
 // is false when there is none.
 func ReadExisting(ctx context.Context, q db.DBTX, lock bool, tenant, operation, intentID string) (e Existing, ok bool, err error) {
-	stmt := ReplaySQL
+	stmt := replaySQL
 	if lock {
-		stmt = ExistingSQL
+		stmt = existingSQL
 	}
 	r := &e.Record
 	err = q.QueryRow(ctx, stmt, tenant, operation, intentID).Scan(&r.ID, &r.Subject, &r.State, &r.Generation, &r.PayloadDigest,
@@ -46,12 +46,12 @@ func ReadExisting(ctx context.Context, q db.DBTX, lock bool, tenant, operation, 
 }
 
 // Forget purges a token whose intent retention has passed, recording its
-// last event first (ForgetEventSQL, ForgetSQL; one round trip). tx holds
-// the token's lock (ExistingSQL).
+// last event first (forgetEventSQL, forgetSQL; one round trip). tx holds
+// the token's lock (existingSQL).
 func Forget(ctx context.Context, tx pgx.Tx, tenant, id, actor string) error {
 	b := &pgx.Batch{}
-	b.Queue(ForgetEventSQL, tenant, id, actor)
-	b.Queue(ForgetSQL, tenant, id)
+	b.Queue(forgetEventSQL, tenant, id, actor)
+	b.Queue(forgetSQL, tenant, id)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("intent: forget expired intent: %w", err)
 	}
@@ -66,7 +66,7 @@ type Batcher interface {
 }
 
 // ErrStalePolicy: the policy an issue was built under is no longer the
-// operation's (PolicyCurrentSQL); nothing was issued.
+// operation's (policyCurrentSQL); nothing was issued.
 var ErrStalePolicy = errors.New("store: operation policy changed")
 
 // IssueParams are an issue's parameters.
@@ -92,7 +92,7 @@ type Issued struct {
 
 // Issue claims an intent with a new token and records its event, provided
 // the policy it was built under is still current, in one round trip
-// (IssueSQL, IssueEventSQL, PolicyCurrentSQL). It answers ErrStalePolicy,
+// (issueSQL, issueEventSQL, policyCurrentSQL). It answers ErrStalePolicy,
 // having written nothing, when the policy changed.
 //
 // In a transaction the statements run inside a savepoint, queued in the
@@ -120,7 +120,7 @@ func Issue(ctx context.Context, q Batcher, p IssueParams) (Issued, error) {
 	b := &pgx.Batch{}
 	b.Queue(begin)
 	var out Issued
-	b.Queue(IssueSQL,
+	b.Queue(issueSQL,
 		p.Tenant, p.ID, p.Operation, p.IntentID, p.Subject,
 		p.SecretHash, p.Nonce, p.KeyID, p.Fingerprint, p.Digest,
 		p.TTLSeconds, p.RetentionSeconds,
@@ -132,8 +132,8 @@ func Issue(ctx context.Context, q Batcher, p IssueParams) (Issued, error) {
 		}
 		return err
 	})
-	b.Queue(IssueEventSQL, p.Tenant, p.ID, p.Actor)
-	b.Queue(PolicyCurrentSQL, p.Tenant, p.Operation, p.PolicyVersion)
+	b.Queue(issueEventSQL, p.Tenant, p.ID, p.Actor)
+	b.Queue(policyCurrentSQL, p.Tenant, p.Operation, p.PolicyVersion)
 	b.Queue(end)
 	err := sendTx(ctx, q, b, !inTx)
 	switch {
@@ -152,7 +152,7 @@ func Issue(ctx context.Context, q Batcher, p IssueParams) (Issued, error) {
 	return Issued{}, fmt.Errorf("intent: insert: %w", err)
 }
 
-// isStalePolicy says whether err is PolicyCurrentSQL's refusal.
+// isStalePolicy says whether err is policyCurrentSQL's refusal.
 func isStalePolicy(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == stalePolicyCode

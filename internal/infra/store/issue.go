@@ -15,11 +15,11 @@ SELECT id, subject, CASE WHEN state = 'issued' AND expires_at <= now() THEN 'exp
 FROM tokens
 WHERE tenant_id = $1 AND operation = $2 AND intent_id = $3`
 
-// ExistingSQL reads the token holding an intent, locking it so a concurrent
+// existingSQL reads the token holding an intent, locking it so a concurrent
 // re-issue after retention forgets it only once.
-const ExistingSQL = existingColumns + `
+const existingSQL = existingColumns + `
 FOR UPDATE`
 
-// ReplaySQL reads it without a lock, for a request that can only be a
+// replaySQL reads it without a lock, for a request that can only be a
 // replay: one the operation's current policy would refuse.
-const ReplaySQL = existingColumns
+const replaySQL = existingColumns

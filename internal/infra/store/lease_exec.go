@@ -12,7 +12,7 @@ import (
 	"github.com/tokend/tokend/token"
 )
 
-// LeaseParams are a lease grant's parameters (LeaseSQL).
+// LeaseParams are a lease grant's parameters (leaseSQL).
 type LeaseParams struct {
 	Tenant, TokenID string
 	LeaseSeconds    int
@@ -30,7 +30,7 @@ type Leased struct {
 	OperationID string
 }
 
-// Lease grants a lease (LeaseSQL) and reads its answer into out: queued on
+// Lease grants a lease (leaseSQL) and reads its answer into out: queued on
 // last to go with the COMMIT when last is not nil (out is filled when the
 // batch is read), at once in tx otherwise.
 func Lease(ctx context.Context, tx pgx.Tx, last *pgx.Batch, p LeaseParams, out *Leased) error {
@@ -44,14 +44,14 @@ func Lease(ctx context.Context, tx pgx.Tx, last *pgx.Batch, p LeaseParams, out *
 		return nil
 	}
 	if last != nil {
-		LeaseSQL.Queue(last, m, args...).QueryRow(scan)
+		leaseSQL.Queue(last, m, args...).QueryRow(scan)
 		return nil
 	}
-	return LeaseSQL.QueryRow(ctx, tx, scan, m, args...)
+	return leaseSQL.QueryRow(ctx, tx, scan, m, args...)
 }
 
-// ReportParams are a lease holder's report as FinishLeaseSQL and
-// ReportUnknownSQL store it; To, Status and Body are unused by
+// ReportParams are a lease holder's report as finishLeaseSQL and
+// reportUnknownSQL store it; To, Status and Body are unused by
 // token.ReportUnknown, which stores no outcome.
 type ReportParams struct {
 	Tenant, TokenID string
@@ -63,18 +63,18 @@ type ReportParams struct {
 	Actor           string
 }
 
-// Report records a lease holder's report (FinishLeaseSQL, or
-// ReportUnknownSQL for token.ReportUnknown) if the token is pending at
+// Report records a lease holder's report (finishLeaseSQL, or
+// reportUnknownSQL for token.ReportUnknown) if the token is pending at
 // p.Generation; recorded is false when it changed nothing (ReadReportState
 // tells why).
 func Report(ctx context.Context, q Batcher, p ReportParams) (recorded bool, err error) {
 	m := Moved{Tenant: p.Tenant, ID: p.TokenID, Actor: p.Actor}
 	var tag pgconn.CommandTag
 	if p.Action == token.ReportUnknown {
-		tag, err = ReportUnknownSQL.Run(ctx, q, m, p.Tenant, p.TokenID, p.Generation)
+		tag, err = reportUnknownSQL.Run(ctx, q, m, p.Tenant, p.TokenID, p.Generation)
 	} else {
 		m.Kind = string(p.Action)
-		tag, err = FinishLeaseSQL.Run(ctx, q, m, p.Tenant, p.TokenID, p.Generation, p.To, p.Status, p.Body)
+		tag, err = finishLeaseSQL.Run(ctx, q, m, p.Tenant, p.TokenID, p.Generation, p.To, p.Status, p.Body)
 	}
 	if err != nil {
 		return false, fmt.Errorf("consume: %s: %w", p.Action, err)
@@ -83,7 +83,7 @@ func Report(ctx context.Context, q Batcher, p ReportParams) (recorded bool, err 
 }
 
 // ReportState is a leased token as a report that changed nothing reads it
-// (ReportStateSQL): its state and generation, its stored outcome, whether
+// (reportStateSQL): its state and generation, its stored outcome, whether
 // it was ever leased, and the report recorded for the generation asked
 // about, if any.
 type ReportState struct {
@@ -99,7 +99,7 @@ type ReportState struct {
 // it, or token.ErrNotFound; a names the report in other errors.
 func ReadReportState(ctx context.Context, q db.DBTX, a token.Action, tenant, id string, generation int64) (ReportState, error) {
 	var s ReportState
-	err := q.QueryRow(ctx, ReportStateSQL, tenant, id, generation).
+	err := q.QueryRow(ctx, reportStateSQL, tenant, id, generation).
 		Scan(&s.State, &s.Generation, &s.Status, &s.Body, &s.Leased, &s.Reported)
 	if err := db.RowError(err, token.ErrNotFound, "consume: "+string(a)); err != nil {
 		return ReportState{}, err

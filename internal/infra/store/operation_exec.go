@@ -38,10 +38,10 @@ func scanPolicy(row pgx.Row) (PolicyRow, error) {
 	return p, err
 }
 
-// GetPolicy reads tenant's declaration of operation name (PolicyGetSQL); ok
+// GetPolicy reads tenant's declaration of operation name (policyGetSQL); ok
 // is false when there is none.
 func GetPolicy(ctx context.Context, q db.DBTX, tenant, name string) (p PolicyRow, ok bool, err error) {
-	p, err = scanPolicy(q.QueryRow(ctx, PolicyGetSQL, tenant, name))
+	p, err = scanPolicy(q.QueryRow(ctx, policyGetSQL, tenant, name))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return PolicyRow{}, false, nil
@@ -51,9 +51,9 @@ func GetPolicy(ctx context.Context, q db.DBTX, tenant, name string) (p PolicyRow
 	return p, true, nil
 }
 
-// ListPolicies reads tenant's declarations, ordered by name (PolicyListSQL).
+// ListPolicies reads tenant's declarations, ordered by name (policyListSQL).
 func ListPolicies(ctx context.Context, q db.DBTX, tenant string) ([]PolicyRow, error) {
-	rows, err := q.Query(ctx, PolicyListSQL, tenant)
+	rows, err := q.Query(ctx, policyListSQL, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("operation: list: %w", err)
 	}
@@ -64,11 +64,11 @@ func ListPolicies(ctx context.Context, q db.DBTX, tenant string) ([]PolicyRow, e
 	return out, nil
 }
 
-// PutPolicy declares or redeclares p for tenant (PolicyPutSQL), ignoring
+// PutPolicy declares or redeclares p for tenant (policyPutSQL), ignoring
 // p.Version, and returns the declaration's new version.
 func PutPolicy(ctx context.Context, q db.DBTX, tenant string, p PolicyRow) (int64, error) {
 	var v int64
-	err := q.QueryRow(ctx, PolicyPutSQL, tenant, p.Name, p.Mode, p.OnLeaseExpiry, p.LeaseSeconds, p.MaxTTLSeconds,
+	err := q.QueryRow(ctx, policyPutSQL, tenant, p.Name, p.Mode, p.OnLeaseExpiry, p.LeaseSeconds, p.MaxTTLSeconds,
 		p.RetentionSeconds, p.IgnoredFields, p.EventOutcome).Scan(&v)
 	if err != nil {
 		return 0, fmt.Errorf("operation: put %q: %w", p.Name, err)
@@ -77,18 +77,18 @@ func PutPolicy(ctx context.Context, q db.DBTX, tenant string, p PolicyRow) (int6
 }
 
 // DeletePolicy deletes tenant's declaration of operation name in tx and
-// returns it: it locks the declaration (PolicyLockSQL), waiting for the
-// issues that hold it, then deletes it (PolicyDeleteSQL). ErrNoPolicy when
+// returns it: it locks the declaration (policyLockSQL), waiting for the
+// issues that hold it, then deletes it (policyDeleteSQL). ErrNoPolicy when
 // there is none, ErrPolicyInUse while a token still needs it.
 func DeletePolicy(ctx context.Context, tx pgx.Tx, tenant, name string) (PolicyRow, error) {
 	var v int64
-	err := tx.QueryRow(ctx, PolicyLockSQL, tenant, name).Scan(&v)
+	err := tx.QueryRow(ctx, policyLockSQL, tenant, name).Scan(&v)
 	if err := db.RowError(err, ErrNoPolicy, "operation: delete "+name); err != nil {
 		return PolicyRow{}, err
 	}
 	// A statement of its own, so its snapshot includes the tokens of the
-	// issues PolicyLockSQL waited for.
-	p, err := scanPolicy(tx.QueryRow(ctx, PolicyDeleteSQL, tenant, name))
+	// issues policyLockSQL waited for.
+	p, err := scanPolicy(tx.QueryRow(ctx, policyDeleteSQL, tenant, name))
 	if err := db.RowError(err, ErrPolicyInUse, "operation: delete "+name); err != nil {
 		return PolicyRow{}, err
 	}

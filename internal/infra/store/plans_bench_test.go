@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/internal/infra/store"
-	"github.com/tokend/tokend/internal/testkit/pgtest"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 )
 
 // BenchmarkIssueOnAFreshDatabase (issue 43): issues through store.Issue on
@@ -53,7 +53,7 @@ func BenchmarkIssueOnAFreshDatabase(b *testing.B) {
 		}
 	}
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(pgtest.NewURL(b))
+	cfg, err := pgxpool.ParseConfig(ledgertest.NewURL(b))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tokend/tokend/internal/infra/store"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/token"
 )
@@ -36,7 +37,7 @@ func TestPointStatementsStayFlatAsTokensGrow(t *testing.T) {
 		t.Skip("on Citus a statement's plan is the coordinator's custom scan; the workers plan the shards")
 	}
 	ctx := context.Background()
-	pool := pgtest.NewPool(t)
+	pool := ledgertest.NewPool(t)
 	pc, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -69,39 +70,39 @@ func TestPointStatementsStayFlatAsTokensGrow(t *testing.T) {
 		sql  string
 		args []any
 	}{
-		{"issue", store.IssueSQL, []any{tenant, "tok_new", op, "intent-new", "user-1", []byte{1}, []byte{2}, "k1",
+		{"issue", store.Statements().IssueSQL, []any{tenant, "tok_new", op, "intent-new", "user-1", []byte{1}, []byte{2}, "k1",
 			[]byte{3}, []byte{4}, 3600, 86400, "atomic", "unknown", 30, []string{}, false}},
-		{"issue event", store.IssueEventSQL, []any{tenant, id, "test"}},
-		{"policy current", store.PolicyCurrentSQL, []any{tenant, op, 0}},
-		{"existing", store.ExistingSQL, []any{tenant, op, "intent-2"}},
-		{"replay", store.ReplaySQL, []any{tenant, op, "intent-2"}},
-		{"lock", store.LockSQL, []any{tenant, hash}},
-		{"lock bounded", store.LockBoundedSQL, []any{tenant, hash, "1000"}},
-		{"lock state", store.LockStateSQL, []any{tenant, id}},
-		{"report state", store.ReportStateSQL, []any{tenant, id, 1}},
-		{"get", store.GetSQL, []any{tenant, id}},
-		{"events", store.EventsSQL, []any{tenant, id}},
-		{"forget event", store.ForgetEventSQL, []any{tenant, id, "test"}},
-		{"forget", store.ForgetSQL, []any{tenant, id}},
-		{"finish", store.FinishSQL.Change, []any{tenant, id, "consumed", 200, []byte("{}"), tid}},
-		{"lapse", store.LapseSQL.Change, []any{tenant, id, tid}},
-		{"lease", store.LeaseSQL.Change, []any{tenant, id, 30, "op-1", tid}},
-		{"finish lease", store.FinishLeaseSQL.Change, []any{tenant, id, 1, "consumed", 200, []byte("{}"), tid}},
-		{"report unknown", store.ReportUnknownSQL.Change, []any{tenant, id, 1, tid}},
-		{"revoke", store.RevokeSQL.Change, []any{tenant, id, tid}},
-		{"reconcile outcome", store.ReconcileOutcomeSQL.Change, []any{tenant, id, "consumed", 200, []byte("{}"), tid}},
-		{"reconcile not executed", store.ReconcileNotExecutedSQL.Change, []any{tenant, id, tid}},
-		{"api key route", store.APIKeyRouteSQL, []any{[]byte{1}}},
-		{"api key resolve", store.APIKeyResolveSQL, []any{tenant, []byte{1}}},
-		{"api key live", store.APIKeyLiveSQL, []any{tenant, "key-1"}},
-		{"policy get", store.PolicyGetSQL, []any{tenant, op}},
-		{"list", store.ListSQL[""], []any{tenant, nil, nil, nil, nil, nil, nil, 10, nil}},
-		{"list unknown", store.ListSQL[token.Unknown], []any{tenant, "unknown", nil, nil, nil, nil, nil, 10, nil}},
+		{"issue event", store.Statements().IssueEventSQL, []any{tenant, id, "test"}},
+		{"policy current", store.Statements().PolicyCurrentSQL, []any{tenant, op, 0}},
+		{"existing", store.Statements().ExistingSQL, []any{tenant, op, "intent-2"}},
+		{"replay", store.Statements().ReplaySQL, []any{tenant, op, "intent-2"}},
+		{"lock", store.Statements().LockSQL, []any{tenant, hash}},
+		{"lock bounded", store.Statements().LockBoundedSQL, []any{tenant, hash, "1000"}},
+		{"lock state", store.Statements().LockStateSQL, []any{tenant, id}},
+		{"report state", store.Statements().ReportStateSQL, []any{tenant, id, 1}},
+		{"get", store.Statements().GetSQL, []any{tenant, id}},
+		{"events", store.Statements().EventsSQL, []any{tenant, id}},
+		{"forget event", store.Statements().ForgetEventSQL, []any{tenant, id, "test"}},
+		{"forget", store.Statements().ForgetSQL, []any{tenant, id}},
+		{"finish", store.Statements().FinishSQL.Change, []any{tenant, id, "consumed", 200, []byte("{}"), tid}},
+		{"lapse", store.Statements().LapseSQL.Change, []any{tenant, id, tid}},
+		{"lease", store.Statements().LeaseSQL.Change, []any{tenant, id, 30, "op-1", tid}},
+		{"finish lease", store.Statements().FinishLeaseSQL.Change, []any{tenant, id, 1, "consumed", 200, []byte("{}"), tid}},
+		{"report unknown", store.Statements().ReportUnknownSQL.Change, []any{tenant, id, 1, tid}},
+		{"revoke", store.Statements().RevokeSQL.Change, []any{tenant, id, tid}},
+		{"reconcile outcome", store.Statements().ReconcileOutcomeSQL.Change, []any{tenant, id, "consumed", 200, []byte("{}"), tid}},
+		{"reconcile not executed", store.Statements().ReconcileNotExecutedSQL.Change, []any{tenant, id, tid}},
+		{"api key route", store.Statements().APIKeyRouteSQL, []any{[]byte{1}}},
+		{"api key resolve", store.Statements().APIKeyResolveSQL, []any{tenant, []byte{1}}},
+		{"api key live", store.Statements().APIKeyLiveSQL, []any{tenant, "key-1"}},
+		{"policy get", store.Statements().PolicyGetSQL, []any{tenant, op}},
+		{"list", store.Statements().ListSQL[""], []any{tenant, nil, nil, nil, nil, nil, nil, 10, nil}},
+		{"list unknown", store.Statements().ListSQL[token.Unknown], []any{tenant, "unknown", nil, nil, nil, nil, nil, 10, nil}},
 	}
 	steps := map[string]store.Step{
-		"finish": store.FinishSQL, "lapse": store.LapseSQL, "lease": store.LeaseSQL, "finish lease": store.FinishLeaseSQL,
-		"report unknown": store.ReportUnknownSQL, "revoke": store.RevokeSQL, "reconcile outcome": store.ReconcileOutcomeSQL,
-		"reconcile not executed": store.ReconcileNotExecutedSQL,
+		"finish": store.Statements().FinishSQL, "lapse": store.Statements().LapseSQL, "lease": store.Statements().LeaseSQL, "finish lease": store.Statements().FinishLeaseSQL,
+		"report unknown": store.Statements().ReportUnknownSQL, "revoke": store.Statements().RevokeSQL, "reconcile outcome": store.Statements().ReconcileOutcomeSQL,
+		"reconcile not executed": store.Statements().ReconcileNotExecutedSQL,
 	}
 	for name, s := range steps {
 		args := []any{tenant, id, tid, "test", "finish", "issued"}
@@ -138,7 +139,7 @@ func TestPointStatementsStayFlatAsTokensGrow(t *testing.T) {
 	// The issue's instance: its event insert is on a generic plan by now.
 	var generic int64
 	if err := conn.QueryRow(ctx, `SELECT generic_plans FROM pg_prepared_statements WHERE statement = $1`,
-		store.IssueEventSQL).Scan(&generic); err != nil || generic == 0 {
+		store.Statements().IssueEventSQL).Scan(&generic); err != nil || generic == 0 {
 		t.Fatalf("the issue's event insert made %d generic plans (%v): the test does not test what it says", generic, err)
 	}
 

@@ -27,17 +27,17 @@ const Columns = `tenant_id, id, operation, intent_id, subject, ` + StateExpr + `
        operation_id, payload_digest, created_at, expires_at, retain_until,
        lease_expires_at, ` + finishedExpr + ` AS finished_at, result_status, result_body`
 
-// GetSQL reads tenant $1's token $2.
-const GetSQL = `SELECT ` + Columns + ` FROM tokens WHERE tenant_id = $1 AND id = $2`
+// getSQL reads tenant $1's token $2.
+const getSQL = `SELECT ` + Columns + ` FROM tokens WHERE tenant_id = $1 AND id = $2`
 
-// EventsSQL reads the audit trail of tenant $1's token $2, oldest first.
-const EventsSQL = `
+// eventsSQL reads the audit trail of tenant $1's token $2, oldest first.
+const eventsSQL = `
 SELECT seq, at, actor, kind, from_state, to_state, generation, detail
 FROM token_events
 WHERE tenant_id = $1 AND token_id = $2
 ORDER BY seq`
 
-// ListSQL is the list of a tenant's tokens: one statement per state filter
+// listSQL is the list of a tenant's tokens: one statement per state filter
 // ("" for none), rendered at init from listText. The other filters are in
 // every statement: a NULL argument leaves its filter out. An index on
 // (tenant_id, ..., id) serves the order and the keyset condition: a page
@@ -57,7 +57,7 @@ ORDER BY seq`
 // Issued alone stays a parameter ($2 is 'issued'): issued tokens are
 // usually the many, and a constant would let a generic plan take the
 // partial index on expiry and sort every issued token.
-var ListSQL = listStatements()
+var listSQL = listStatements()
 
 func listStatements() map[token.State]string {
 	m := map[token.State]string{"": fmt.Sprintf(listText, "$2::text IS NULL")}
@@ -77,7 +77,7 @@ func listStatements() map[token.State]string {
 	return m
 }
 
-// listText is a page of ListSQL with its state condition left as %s.
+// listText is a page of listSQL with its state condition left as %s.
 const listText = `
 SELECT ` + Columns + `
 FROM tokens

@@ -31,16 +31,16 @@ func ScanRecord(row pgx.Row) (token.Record, error) {
 	return r, err
 }
 
-// GetToken reads tenant's token id (GetSQL), or token.ErrNotFound.
+// GetToken reads tenant's token id (getSQL), or token.ErrNotFound.
 func GetToken(ctx context.Context, q db.DBTX, tenant, id string) (token.Record, error) {
-	r, err := ScanRecord(q.QueryRow(ctx, GetSQL, tenant, id))
+	r, err := ScanRecord(q.QueryRow(ctx, getSQL, tenant, id))
 	if err := db.RowError(err, token.ErrNotFound, "inspect: get"); err != nil {
 		return token.Record{}, err
 	}
 	return r, nil
 }
 
-// EventRow is one row of a token's audit trail (EventsSQL); From is empty
+// EventRow is one row of a token's audit trail (eventsSQL); From is empty
 // for the issue event.
 type EventRow struct {
 	Seq        int64
@@ -54,9 +54,9 @@ type EventRow struct {
 }
 
 // TokenEvents reads the audit trail of tenant's token id, oldest first
-// (EventsSQL): none for a token that does not exist.
+// (eventsSQL): none for a token that does not exist.
 func TokenEvents(ctx context.Context, q db.DBTX, tenant, id string) ([]EventRow, error) {
-	rows, err := q.Query(ctx, EventsSQL, tenant, id)
+	rows, err := q.Query(ctx, eventsSQL, tenant, id)
 	if err != nil {
 		return nil, fmt.Errorf("inspect: events: %w", err)
 	}
@@ -77,7 +77,7 @@ func TokenEvents(ctx context.Context, q db.DBTX, tenant, id string) ([]EventRow,
 	return events, nil
 }
 
-// ListParams are a page of ListSQL: State picks the statement, a nil
+// ListParams are a page of listSQL: State picks the statement, a nil
 // filter is none.
 type ListParams struct {
 	Tenant                      string
@@ -88,14 +88,14 @@ type ListParams struct {
 	Limit                       int
 }
 
-// ListTokens reads a page of tenant's tokens, newest first (ListSQL).
+// ListTokens reads a page of tenant's tokens, newest first (listSQL).
 func ListTokens(ctx context.Context, q db.DBTX, p ListParams) ([]token.Record, error) {
 	var state *string
 	if p.State != "" {
 		s := string(p.State)
 		state = &s
 	}
-	rows, err := q.Query(ctx, ListSQL[p.State], p.Tenant, state, p.Operation, p.Subject,
+	rows, err := q.Query(ctx, listSQL[p.State], p.Tenant, state, p.Operation, p.Subject,
 		p.CreatedAfter, p.CreatedBefore, p.Before, p.Limit, p.Search)
 	if err != nil {
 		return nil, fmt.Errorf("inspect: list: %w", err)

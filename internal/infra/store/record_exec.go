@@ -44,7 +44,7 @@ func TransitionTx(ctx context.Context, tx pgx.Tx, tenant, id string, from token.
 		TestHookAfterMiss()
 	}
 	var state token.State
-	err = db.RowError(tx.QueryRow(ctx, LockStateSQL, tenant, id).Scan(&state), token.ErrNotFound, "admin: "+string(a))
+	err = db.RowError(tx.QueryRow(ctx, lockStateSQL, tenant, id).Scan(&state), token.ErrNotFound, "admin: "+string(a))
 	switch {
 	case err != nil:
 		return token.Record{}, err
@@ -75,9 +75,9 @@ type Unresolved struct {
 func CountUnresolved(ctx context.Context, q db.DBTX, tenant string) (Unresolved, error) {
 	var row pgx.Row
 	if tenant == "" {
-		row = q.QueryRow(ctx, UnresolvedSQL)
+		row = q.QueryRow(ctx, unresolvedSQL)
 	} else {
-		row = q.QueryRow(ctx, UnresolvedTenantSQL, tenant)
+		row = q.QueryRow(ctx, unresolvedTenantSQL, tenant)
 	}
 	var s Unresolved
 	var pendingAge, unknownAge int64 // microseconds

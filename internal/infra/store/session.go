@@ -25,10 +25,10 @@ func SetLockTimeout(ctx context.Context, conn *pgx.Conn, d time.Duration) error 
 	return err
 }
 
-// LockHoldersSQL lists, oldest transaction first, the other sessions of
+// lockHoldersSQL lists, oldest transaction first, the other sessions of
 // the current database holding an advisory lock (tern's migration lock is
 // one) or a lock on a table, with what pg_stat_activity says of them.
-const LockHoldersSQL = `
+const lockHoldersSQL = `
 SELECT a.pid, coalesce(a.application_name, ''), coalesce(host(a.client_addr), 'local'),
        coalesce(a.state, ''), coalesce(extract(epoch FROM now() - coalesce(a.xact_start, a.backend_start))::bigint, 0),
        string_agg(DISTINCT CASE WHEN l.locktype = 'advisory' THEN 'an advisory lock'
@@ -40,7 +40,7 @@ GROUP BY a.pid, a.application_name, a.client_addr, a.state, a.xact_start, a.back
 ORDER BY coalesce(a.xact_start, a.backend_start)
 LIMIT 5`
 
-// LockHolder is a session holding a lock (LockHoldersSQL).
+// LockHolder is a session holding a lock (lockHoldersSQL).
 type LockHolder struct {
 	PID                int32
 	App, Client, State string
@@ -48,9 +48,9 @@ type LockHolder struct {
 	Locks              string
 }
 
-// LockHolders reads the other sessions holding locks (LockHoldersSQL).
+// LockHolders reads the other sessions holding locks (lockHoldersSQL).
 func LockHolders(ctx context.Context, q db.DBTX) ([]LockHolder, error) {
-	rows, err := q.Query(ctx, LockHoldersSQL)
+	rows, err := q.Query(ctx, lockHoldersSQL)
 	if err != nil {
 		return nil, err
 	}
@@ -64,55 +64,55 @@ func LockHolders(ctx context.Context, q db.DBTX) ([]LockHolder, error) {
 // Statements of the session check: a setting made on one connection,
 // read back on it while another holds a transaction.
 const (
-	// SessionMarkSQL sets tokend.session_check to $1 for the session.
-	SessionMarkSQL = `SELECT pg_backend_pid(), set_config('tokend.session_check', $1, false)`
-	// BackendPIDSQL is the backend's process id.
-	BackendPIDSQL = `SELECT pg_backend_pid()`
-	// SessionReadSQL reads tokend.session_check back, '' when unset.
-	SessionReadSQL = `SELECT pg_backend_pid(), coalesce(current_setting('tokend.session_check', true), '')`
+	// sessionMarkSQL sets tokend.session_check to $1 for the session.
+	sessionMarkSQL = `SELECT pg_backend_pid(), set_config('tokend.session_check', $1, false)`
+	// backendPIDSQL is the backend's process id.
+	backendPIDSQL = `SELECT pg_backend_pid()`
+	// sessionReadSQL reads tokend.session_check back, '' when unset.
+	sessionReadSQL = `SELECT pg_backend_pid(), coalesce(current_setting('tokend.session_check', true), '')`
 )
 
 // MarkSession sets the session's tokend.session_check to mark
-// (SessionMarkSQL) and answers the backend's process id.
+// (sessionMarkSQL) and answers the backend's process id.
 func MarkSession(ctx context.Context, q db.DBTX, mark string) (pid int32, err error) {
-	err = q.QueryRow(ctx, SessionMarkSQL, mark).Scan(&pid, new(string))
+	err = q.QueryRow(ctx, sessionMarkSQL, mark).Scan(&pid, new(string))
 	return pid, err
 }
 
-// BackendPID answers the backend's process id (BackendPIDSQL).
+// BackendPID answers the backend's process id (backendPIDSQL).
 func BackendPID(ctx context.Context, q db.DBTX) (pid int32, err error) {
-	err = q.QueryRow(ctx, BackendPIDSQL).Scan(&pid)
+	err = q.QueryRow(ctx, backendPIDSQL).Scan(&pid)
 	return pid, err
 }
 
 // ReadSession answers the backend's process id and the session's
-// tokend.session_check, "" when unset (SessionReadSQL).
+// tokend.session_check, "" when unset (sessionReadSQL).
 func ReadSession(ctx context.Context, q db.DBTX) (pid int32, mark string, err error) {
-	err = q.QueryRow(ctx, SessionReadSQL).Scan(&pid, &mark)
+	err = q.QueryRow(ctx, sessionReadSQL).Scan(&pid, &mark)
 	return pid, mark, err
 }
 
-// TablesSQL lists the tables of the current schema, for a migration runner
+// tablesSQL lists the tables of the current schema, for a migration runner
 // that locks the ones a migration names before it runs (migrations.Set).
-const TablesSQL = `
+const tablesSQL = `
 SELECT c.relname FROM pg_class c
 WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p')`
 
-// Tables answers the names of the current schema's tables (TablesSQL).
+// Tables answers the names of the current schema's tables (tablesSQL).
 func Tables(ctx context.Context, q db.DBTX) ([]string, error) {
-	rows, err := q.Query(ctx, TablesSQL)
+	rows, err := q.Query(ctx, tablesSQL)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// BlockersSQL lists, oldest transaction first, the other sessions holding
+// blockersSQL lists, oldest transaction first, the other sessions holding
 // a lock on table $1 (any mode: a migration's ACCESS EXCLUSIVE conflicts
 // with all) or an advisory lock, with their statement, string literals
 // replaced by '?' and cut to 120 characters, so that no secret a client
 // wrote in a literal reaches a log.
-const BlockersSQL = `
+const blockersSQL = `
 SELECT a.pid, coalesce(a.application_name, ''), coalesce(a.state, ''),
        coalesce(extract(epoch FROM now() - coalesce(a.xact_start, a.backend_start))::bigint, 0),
        string_agg(DISTINCT CASE WHEN l.locktype = 'advisory' THEN 'an advisory lock'
@@ -125,7 +125,7 @@ GROUP BY a.pid, a.application_name, a.state, a.xact_start, a.backend_start, a.qu
 ORDER BY coalesce(a.xact_start, a.backend_start)
 LIMIT 3`
 
-// Blocker is a session holding a lock another waits for (BlockersSQL).
+// Blocker is a session holding a lock another waits for (blockersSQL).
 type Blocker struct {
 	PID              int32
 	App, State       string
@@ -134,9 +134,9 @@ type Blocker struct {
 }
 
 // Blockers reads the other sessions holding a lock on table, or an
-// advisory lock when table is "" (BlockersSQL).
+// advisory lock when table is "" (blockersSQL).
 func Blockers(ctx context.Context, q db.DBTX, table string) ([]Blocker, error) {
-	rows, err := q.Query(ctx, BlockersSQL, table)
+	rows, err := q.Query(ctx, blockersSQL, table)
 	if err != nil {
 		return nil, err
 	}
@@ -147,13 +147,13 @@ func Blockers(ctx context.Context, q db.DBTX, table string) ([]Blocker, error) {
 	})
 }
 
-// SuperuserSQL answers the role the session runs as, and whether it is a
+// superuserSQL answers the role the session runs as, and whether it is a
 // superuser.
-const SuperuserSQL = `SELECT current_user::text, current_setting('is_superuser') = 'on'`
+const superuserSQL = `SELECT current_user::text, current_setting('is_superuser') = 'on'`
 
 // Superuser answers the session's role and whether it is a superuser
-// (SuperuserSQL).
+// (superuserSQL).
 func Superuser(ctx context.Context, q db.DBTX) (role string, super bool, err error) {
-	err = q.QueryRow(ctx, SuperuserSQL).Scan(&role, &super)
+	err = q.QueryRow(ctx, superuserSQL).Scan(&role, &super)
 	return role, super, err
 }

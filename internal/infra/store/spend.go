@@ -1,19 +1,19 @@
 package store
 
-// LockSQL reads a token by its secret hash under a row lock, with the policy
+// lockSQL reads a token by its secret hash under a row lock, with the policy
 // it was issued under (never its operation's current one, which may have
 // been redeclared or deleted since). Expiry and lease end are judged by the
 // database clock.
-const LockSQL = lockColumns + `
+const lockSQL = lockColumns + `
 FOR UPDATE`
 
-// LockBoundedSQL is LockSQL that first bounds, for the rest of the
+// lockBoundedSQL is lockSQL that first bounds, for the rest of the
 // transaction, how long it and later statements wait for a lock ($3, in
 // lock_timeout's milliseconds). The bound is an uncorrelated subquery, which
 // Postgres evaluates once, before the scan and so before the row lock: one
 // statement instead of a set_config of its own, a round of parsing and
 // answering less per spend on both sides.
-const LockBoundedSQL = lockColumns + `
+const lockBoundedSQL = lockColumns + `
   AND (SELECT set_config('lock_timeout', $3, true)) IS NOT NULL
 FOR UPDATE`
 
@@ -27,11 +27,11 @@ SELECT id, operation, subject, secret_key_id, state, generation, payload_digest,
 FROM tokens
 WHERE tenant_id = $1 AND secret_hash = $2`
 
-// ReportStateSQL tells why a report changed nothing: the token's standing,
+// reportStateSQL tells why a report changed nothing: the token's standing,
 // whether it was ever leased (the first lease sets operation_id, and nothing
 // clears it), and which holder's report, if any, was recorded for the quoted
 // generation. Each generation is granted once, so there is at most one.
-const ReportStateSQL = `
+const reportStateSQL = `
 SELECT t.state, t.generation, t.result_status, t.result_body, t.operation_id IS NOT NULL,
        (SELECT e.kind FROM token_events e
         WHERE e.tenant_id = t.tenant_id AND e.token_id = t.id AND e.generation = $3

@@ -11,10 +11,10 @@ import (
 )
 
 // ErrLockNotAvailable: the spend's bounded wait for its token's lock
-// (LockBoundedSQL) ran out; another holder has the token.
+// (lockBoundedSQL) ran out; another holder has the token.
 var ErrLockNotAvailable = errors.New("store: token lock not available")
 
-// Locked is a token row as a spend reads it under its lock (LockSQL), with
+// Locked is a token row as a spend reads it under its lock (lockSQL), with
 // the policy it was issued under.
 type Locked struct {
 	ID, Operation, Subject string
@@ -39,10 +39,10 @@ type Locked struct {
 // not "".
 func QueueLock(b *pgx.Batch, tenant string, hash []byte, lockWait string) {
 	if lockWait != "" {
-		b.Queue(LockBoundedSQL, tenant, hash, lockWait)
+		b.Queue(lockBoundedSQL, tenant, hash, lockWait)
 		return
 	}
-	b.Queue(LockSQL, tenant, hash)
+	b.Queue(lockSQL, tenant, hash)
 }
 
 // ReadLock reads the result of QueueLock's statement, the first of br, and
@@ -90,15 +90,15 @@ func lockError(err error) error {
 	return fmt.Errorf("consume: lock token: %w", err)
 }
 
-// Lapse records that a pending token's lease lapsed into unknown (LapseSQL).
+// Lapse records that a pending token's lease lapsed into unknown (lapseSQL).
 func Lapse(ctx context.Context, tx pgx.Tx, tenant, id, actor string) error {
-	if _, err := LapseSQL.Exec(ctx, tx, Moved{Tenant: tenant, ID: id, Actor: actor}, tenant, id); err != nil {
+	if _, err := lapseSQL.Exec(ctx, tx, Moved{Tenant: tenant, ID: id, Actor: actor}, tenant, id); err != nil {
 		return fmt.Errorf("consume: lease lapse: %w", err)
 	}
 	return nil
 }
 
-// FinishParams is an atomic spend's outcome, as FinishSQL stores it.
+// FinishParams is an atomic spend's outcome, as finishSQL stores it.
 type FinishParams struct {
 	Tenant, TokenID string
 	To              token.State
@@ -109,17 +109,17 @@ type FinishParams struct {
 	From            token.State
 }
 
-// Finish stores an atomic spend's outcome and its event (FinishSQL): queued
+// Finish stores an atomic spend's outcome and its event (finishSQL): queued
 // on last to go with the COMMIT when last is not nil, at once in tx
 // otherwise.
 func Finish(ctx context.Context, tx pgx.Tx, last *pgx.Batch, p FinishParams) error {
 	m := Moved{Tenant: p.Tenant, ID: p.TokenID, Actor: p.Actor, Kind: string(p.Action), From: string(p.From)}
 	args := []any{p.Tenant, p.TokenID, p.To, p.Status, p.Body}
 	if last != nil {
-		FinishSQL.Queue(last, m, args...)
+		finishSQL.Queue(last, m, args...)
 		return nil
 	}
-	if _, err := FinishSQL.Exec(ctx, tx, m, args...); err != nil {
+	if _, err := finishSQL.Exec(ctx, tx, m, args...); err != nil {
 		return fmt.Errorf("consume: store outcome: %w", err)
 	}
 	return nil

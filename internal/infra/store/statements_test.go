@@ -14,19 +14,19 @@ import (
 func TestEveryStatementRuns(t *testing.T) {
 	t.Parallel()
 	pgtest.RunsAll(t, map[string]string{
-		"policy get": store.PolicyGetSQL, "policy list": store.PolicyListSQL, "policy put": store.PolicyPutSQL,
-		"policy lock": store.PolicyLockSQL, "policy delete": store.PolicyDeleteSQL,
-		"api key create": store.APIKeyCreateSQL, "api key resolve": store.APIKeyResolveSQL, "api key route": store.APIKeyRouteSQL, "api key resolve unrouted": store.APIKeyResolveUnroutedSQL, "api key revoke": store.APIKeyRevokeSQL,
-		"api key notify": store.APIKeyNotifySQL, "api key live": store.APIKeyLiveSQL,
-		"endpoint lock tenant": store.EndpointLockTenantSQL, "endpoint create": store.EndpointCreateSQL,
-		"endpoint rotate": store.EndpointRotateSQL, "endpoint list": store.EndpointListSQL, "endpoint get": store.EndpointGetSQL,
-		"endpoint set enabled": store.EndpointSetEnabledSQL, "endpoint delete": store.EndpointDeleteSQL,
-		"redeliver": store.RedeliverSQL, "recent deliveries": store.RecentDeliveriesSQL, "webhook tenants": store.WebhookTenantsSQL,
-		"behind": store.BehindSQL, "fan out": store.FanOutSQL, "claim lock": store.ClaimLockSQL, "claim lock timeout": store.ClaimLockTimeoutSQL, "claim": store.ClaimSQL,
-		"lock holders": store.LockHoldersSQL, "session mark": store.SessionMarkSQL, "backend pid": store.BackendPIDSQL,
-		"session read": store.SessionReadSQL, "sign out": store.SignOutSQL, "forget sign-outs": store.ForgetSignOutsSQL,
-		"signed out":  store.SignedOutSQL,
-		"due tenants": store.DueTenantsSQL, "delivered": store.DeliveredSQL, "failed": store.FailedSQL, "undelivered": store.UndeliveredSQL,
+		"policy get": store.Statements().PolicyGetSQL, "policy list": store.Statements().PolicyListSQL, "policy put": store.Statements().PolicyPutSQL,
+		"policy lock": store.Statements().PolicyLockSQL, "policy delete": store.Statements().PolicyDeleteSQL,
+		"api key create": store.Statements().APIKeyCreateSQL, "api key resolve": store.Statements().APIKeyResolveSQL, "api key route": store.Statements().APIKeyRouteSQL, "api key resolve unrouted": store.Statements().APIKeyResolveUnroutedSQL, "api key revoke": store.Statements().APIKeyRevokeSQL,
+		"api key notify": store.Statements().APIKeyNotifySQL, "api key live": store.Statements().APIKeyLiveSQL,
+		"endpoint lock tenant": store.Statements().EndpointLockTenantSQL, "endpoint create": store.Statements().EndpointCreateSQL,
+		"endpoint rotate": store.Statements().EndpointRotateSQL, "endpoint list": store.Statements().EndpointListSQL, "endpoint get": store.Statements().EndpointGetSQL,
+		"endpoint set enabled": store.Statements().EndpointSetEnabledSQL, "endpoint delete": store.Statements().EndpointDeleteSQL,
+		"redeliver": store.Statements().RedeliverSQL, "recent deliveries": store.Statements().RecentDeliveriesSQL, "webhook tenants": store.Statements().WebhookTenantsSQL,
+		"behind": store.Statements().BehindSQL, "fan out": store.Statements().FanOutSQL, "claim lock": store.Statements().ClaimLockSQL, "claim lock timeout": store.Statements().ClaimLockTimeoutSQL, "claim": store.Statements().ClaimSQL,
+		"lock holders": store.Statements().LockHoldersSQL, "session mark": store.Statements().SessionMarkSQL, "backend pid": store.Statements().BackendPIDSQL,
+		"session read": store.Statements().SessionReadSQL, "sign out": store.Statements().SignOutSQL, "forget sign-outs": store.Statements().ForgetSignOutsSQL,
+		"signed out":  store.Statements().SignedOutSQL,
+		"due tenants": store.Statements().DueTenantsSQL, "delivered": store.Statements().DeliveredSQL, "failed": store.Statements().FailedSQL, "undelivered": store.Statements().UndeliveredSQL,
 	})
 }
 
@@ -38,7 +38,7 @@ func TestWebhookOnceRuns(t *testing.T) {
 	if _, err := pool.Exec(context.Background(), store.WebhookEventsSchema); err != nil {
 		t.Fatal(err)
 	}
-	if err := pgtest.Runs(t, pool, store.WebhookOnceSQL); err != nil {
+	if err := pgtest.Runs(t, pool, store.Statements().WebhookOnceSQL); err != nil {
 		t.Errorf("webhook once: %v", err)
 	}
 }

@@ -17,15 +17,15 @@ func TestEveryTransitionRecordsItsEvent(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
 	statements := map[string]string{
-		"issue": store.IssueEventSQL, "forget": store.ForgetEventSQL,
+		"issue": store.Statements().IssueEventSQL, "forget": store.Statements().ForgetEventSQL,
 		"sweep lapse, one tenant": store.SweepLapse.Tenant, "sweep expire, one tenant": store.SweepExpire.Tenant,
 		"sweep purge, one tenant": store.SweepPurge.Tenant,
 	}
 	// A Step's change writes no event and its record one.
 	steps := map[string]store.Step{
-		"finish": store.FinishSQL, "lapse": store.LapseSQL, "lease": store.LeaseSQL, "finish lease": store.FinishLeaseSQL,
-		"report unknown": store.ReportUnknownSQL, "revoke": store.RevokeSQL, "reconcile outcome": store.ReconcileOutcomeSQL,
-		"reconcile not executed": store.ReconcileNotExecutedSQL,
+		"finish": store.Statements().FinishSQL, "lapse": store.Statements().LapseSQL, "lease": store.Statements().LeaseSQL, "finish lease": store.Statements().FinishLeaseSQL,
+		"report unknown": store.Statements().ReportUnknownSQL, "revoke": store.Statements().RevokeSQL, "reconcile outcome": store.Statements().ReconcileOutcomeSQL,
+		"reconcile not executed": store.Statements().ReconcileNotExecutedSQL,
 	}
 	for name, s := range steps {
 		statements[name] = s.Record
@@ -49,15 +49,15 @@ func TestEveryTransitionRecordsItsEvent(t *testing.T) {
 	}
 	// The locks, reads and deletes beside them write no event.
 	for name, sql := range map[string]string{
-		"lock": store.LockSQL, "report state": store.ReportStateSQL, "existing": store.ExistingSQL, "replay": store.ReplaySQL,
-		"lock state": store.LockStateSQL, "delete events, one tenant": store.DeleteEvents.Tenant,
+		"lock": store.Statements().LockSQL, "report state": store.Statements().ReportStateSQL, "existing": store.Statements().ExistingSQL, "replay": store.Statements().ReplaySQL,
+		"lock state": store.Statements().LockStateSQL, "delete events, one tenant": store.DeleteEvents.Tenant,
 		"delete deliveries, one tenant": store.DeleteDeliveries.Tenant,
 		"lapse tenants":                 store.SweepLapse.Tenants, "expire tenants": store.SweepExpire.Tenants,
 		"purge tenants": store.SweepPurge.Tenants, "delete events tenants": store.DeleteEvents.Tenants,
 		"delete deliveries tenants": store.DeleteDeliveries.Tenants,
-		"unresolved":                store.UnresolvedSQL, "unresolved, one tenant": store.UnresolvedTenantSQL, "try lock": store.TryLockSQL,
-		"bounded lock": store.LockBoundedSQL, "issue's insert": store.IssueSQL, "issue's policy check": store.PolicyCurrentSQL,
-		"forget's delete": store.ForgetSQL, "get": store.GetSQL, "events": store.EventsSQL,
+		"unresolved":                store.Statements().UnresolvedSQL, "unresolved, one tenant": store.Statements().UnresolvedTenantSQL, "try lock": store.Statements().TryLockSQL,
+		"bounded lock": store.Statements().LockBoundedSQL, "issue's insert": store.Statements().IssueSQL, "issue's policy check": store.Statements().PolicyCurrentSQL,
+		"forget's delete": store.Statements().ForgetSQL, "get": store.Statements().GetSQL, "events": store.Statements().EventsSQL,
 	} {
 		if strings.Contains(sql, "token_events (") {
 			t.Errorf("%s writes an event", name)
@@ -67,7 +67,7 @@ func TestEveryTransitionRecordsItsEvent(t *testing.T) {
 		}
 	}
 	// Every list statement, one per state filter.
-	for st, sql := range store.ListSQL {
+	for st, sql := range store.Statements().ListSQL {
 		if err := pgtest.Runs(t, pool, sql); err != nil {
 			t.Errorf("list %q: %v\n%s", st, err, sql)
 		}

@@ -45,10 +45,10 @@ func SweepBatch(ctx context.Context, q db.DBTX, step Sweep, tenant string, p Swe
 }
 
 // TryLock takes the transaction-scoped advisory lock key in tx if it is
-// free (TryLockSQL), and reports whether it did.
+// free (tryLockSQL), and reports whether it did.
 func TryLock(ctx context.Context, tx pgx.Tx, key int64) (bool, error) {
 	var ok bool
-	if err := tx.QueryRow(ctx, TryLockSQL, key).Scan(&ok); err != nil {
+	if err := tx.QueryRow(ctx, tryLockSQL, key).Scan(&ok); err != nil {
 		return false, fmt.Errorf("take lock: %w", err)
 	}
 	return ok, nil

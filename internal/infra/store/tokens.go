@@ -4,8 +4,8 @@ import (
 	"fmt"
 )
 
-// Issuing a token is three statements sent together (Issue): IssueSQL,
-// IssueEventSQL and PolicyCurrentSQL. They are separate statements, each on
+// Issuing a token is three statements sent together (Issue): issueSQL,
+// issueEventSQL and policyCurrentSQL. They are separate statements, each on
 // one tenant, so that on Citus each runs on the one worker holding the
 // tenant and the transaction commits there in one phase. As one statement
 // (a CTE feeding INSERT … SELECT) Citus ran it through the coordinator and
@@ -13,11 +13,11 @@ import (
 // phases left a token whose issue had been answered invisible until Citus
 // recovered the transaction, and its spend answered 404 meanwhile.
 
-// IssueSQL claims an intent: it inserts the token unless the intent is
+// issueSQL claims an intent: it inserts the token unless the intent is
 // taken. The token keeps a copy of the policy it was issued under ($12,
 // $14 to $18). It returns the times of the token inserted, no row when the
 // intent was taken.
-const IssueSQL = `
+const issueSQL = `
 INSERT INTO tokens (tenant_id, id, operation, intent_id, subject,
                     secret_hash, secret_nonce, secret_key_id, fingerprint, payload_digest,
                     ttl_seconds, retention_seconds, state, expires_at, retain_until,
@@ -29,13 +29,13 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::integer, $12::integer, 'is
 ON CONFLICT (tenant_id, operation, intent_id) DO NOTHING
 RETURNING created_at, expires_at, retain_until`
 
-// IssueEventSQL records the issue event of token $2 of tenant $1 ($3 the
-// actor), after IssueSQL in the same transaction. Token ids are new at
-// each issue, so a token with this id exists only if IssueSQL inserted it.
-var IssueEventSQL = recordSQL(`tenant_id = $1 AND id = $2`,
+// issueEventSQL records the issue event of token $2 of tenant $1 ($3 the
+// actor), after issueSQL in the same transaction. Token ids are new at
+// each issue, so a token with this id exists only if issueSQL inserted it.
+var issueEventSQL = recordSQL(`tenant_id = $1 AND id = $2`,
 	Event{Actor: "$3", Kind: "'issued'", To: "'issued'", Generation: "0"})
 
-// PolicyCurrentSQL checks, after IssueSQL in the same transaction, that
+// policyCurrentSQL checks, after issueSQL in the same transaction, that
 // the policy the token was issued under ($3, its Version: policies come
 // from an in-process cache) is still operation $2's of tenant $1, and
 // fails the statement, and so the transaction, with SQLSTATE TD001
@@ -47,37 +47,37 @@ var IssueEventSQL = recordSQL(`tenant_id = $1 AND id = $2`,
 // token outlives its declaration unfinished; or, when the delete committed
 // first, this check fails. A built-in operation without a row has nothing
 // to lock and cannot be deleted.
-const PolicyCurrentSQL = `
+const policyCurrentSQL = `
 SELECT tokend_policy_current(
     coalesce((SELECT version FROM operations WHERE tenant_id = $1 AND name = $2 FOR KEY SHARE), 0), $3::bigint)`
 
-// ForgetEventSQL records the purge of a token whose intent retention has
-// passed ($3 the actor); ForgetSQL then deletes it. The token is locked
-// (ExistingSQL) when these run, so the event sees the row the delete
+// forgetEventSQL records the purge of a token whose intent retention has
+// passed ($3 the actor); forgetSQL then deletes it. The token is locked
+// (existingSQL) when these run, so the event sees the row the delete
 // removes.
-var ForgetEventSQL = recordSQL(`tenant_id = $1 AND id = $2`, purged("$3"))
+var forgetEventSQL = recordSQL(`tenant_id = $1 AND id = $2`, purged("$3"))
 
-// ForgetSQL deletes the token ForgetEventSQL recorded.
-const ForgetSQL = `DELETE FROM tokens WHERE tenant_id = $1 AND id = $2`
+// forgetSQL deletes the token forgetEventSQL recorded.
+const forgetSQL = `DELETE FROM tokens WHERE tenant_id = $1 AND id = $2`
 
-// FinishSQL stores an atomic spend's outcome; the caller's Moved gives the
+// finishSQL stores an atomic spend's outcome; the caller's Moved gives the
 // event's kind (the action) and the state moved from. The intent is
 // remembered for the retention period from now, however late this is.
-var FinishSQL = step("", "", `
+var finishSQL = step("", "", `
     UPDATE tokens
     SET state = $3, result_status = $4, result_body = $5, finished_at = now(),
         retain_until = greatest(retain_until, `+nowPlusRetention+`), transition_id = $6
     WHERE tenant_id = $1 AND id = $2`, "", true)
 
-// LapseSQL parks a pending token whose lease ran out, for an operator.
-var LapseSQL = step("lease_lapse", "pending", `
+// lapseSQL parks a pending token whose lease ran out, for an operator.
+var lapseSQL = step("lease_lapse", "pending", `
     UPDATE tokens SET state = 'unknown', lease_expires_at = NULL, transition_id = $3
     WHERE tenant_id = $1 AND id = $2`, "", false)
 
-// LeaseSQL grants a new generation and lease; an existing operation id is
+// leaseSQL grants a new generation and lease; an existing operation id is
 // kept. The caller's Moved gives the kind (grant or takeover) and the state
 // moved from.
-var LeaseSQL = step("", "", `
+var leaseSQL = step("", "", `
     UPDATE tokens
     SET state = 'pending', generation = generation + 1,
         lease_expires_at = now() + make_interval(secs => $3::integer),
@@ -86,25 +86,25 @@ var LeaseSQL = step("", "", `
     RETURNING generation, lease_expires_at, operation_id`,
 	"jsonb_build_object('lease_expires_at', lease_expires_at, 'operation_id', operation_id)", false)
 
-// FinishLeaseSQL records a lease holder's outcome; the generation is the
+// finishLeaseSQL records a lease holder's outcome; the generation is the
 // fence. The caller's Moved gives the kind (complete or fail).
-var FinishLeaseSQL = step("", "pending", `
+var finishLeaseSQL = step("", "pending", `
     UPDATE tokens
     SET state = $4, result_status = $5, result_body = $6, finished_at = now(), lease_expires_at = NULL,
         retain_until = greatest(retain_until, `+nowPlusRetention+`), transition_id = $7
     WHERE tenant_id = $1 AND id = $2 AND state = 'pending' AND generation = $3`, "", true)
 
-// ReportUnknownSQL parks a pending token for an operator.
-var ReportUnknownSQL = step("report_unknown", "pending", `
+// reportUnknownSQL parks a pending token for an operator.
+var reportUnknownSQL = step("report_unknown", "pending", `
     UPDATE tokens SET state = 'unknown', lease_expires_at = NULL, transition_id = $4
     WHERE tenant_id = $1 AND id = $2 AND state = 'pending' AND generation = $3`, "", false)
 
-// RevokeSQL revokes an issued token; the reason is Record's seventh
+// revokeSQL revokes an issued token; the reason is Record's seventh
 // parameter (Moved.Extra). A revoked intent is remembered like a spent one:
 // re-issuing it during the retention period hands back the revoked token,
 // not a fresh one. A token past its expiry is expired, even before the
 // sweeper records it, and so cannot be revoked.
-var RevokeSQL = step("revoke", "issued", `
+var revokeSQL = step("revoke", "issued", `
     WITH u AS (
         UPDATE tokens
         SET state = 'revoked', finished_at = now(),
@@ -114,10 +114,10 @@ var RevokeSQL = step("revoke", "issued", `
     )
     SELECT `+Columns+` FROM u`, "jsonb_build_object('reason', $7::text)", false)
 
-// ReconcileOutcomeSQL stores the outcome an operator established for an
+// reconcileOutcomeSQL stores the outcome an operator established for an
 // unknown token, to be replayed to every later spend like a spender's own.
 // The caller's Moved gives the kind.
-var ReconcileOutcomeSQL = step("", "unknown", `
+var reconcileOutcomeSQL = step("", "unknown", `
     WITH u AS (
         UPDATE tokens
         SET state = $3, result_status = $4, result_body = $5, finished_at = now(), lease_expires_at = NULL,
@@ -127,11 +127,11 @@ var ReconcileOutcomeSQL = step("", "unknown", `
     )
     SELECT `+Columns+` FROM u`, "jsonb_build_object('status', result_status)", true)
 
-// ReconcileNotExecutedSQL makes an unknown token spendable again. The new
+// reconcileNotExecutedSQL makes an unknown token spendable again. The new
 // generation fences off the holder that lost track of it; the operation id is
 // kept so that, should the operator be wrong, the downstream system still
 // deduplicates the next attempt against the first.
-var ReconcileNotExecutedSQL = step("reconcile_not_executed", "unknown", `
+var reconcileNotExecutedSQL = step("reconcile_not_executed", "unknown", `
     WITH u AS (
         UPDATE tokens
         SET state = 'issued', generation = generation + 1, lease_expires_at = NULL, transition_id = $3

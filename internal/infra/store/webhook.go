@@ -15,13 +15,13 @@ const WebhookEventsSchema = `CREATE TABLE IF NOT EXISTS tokend_webhook_events (
     received_at timestamptz NOT NULL DEFAULT now()
 )`
 
-// WebhookOnceSQL records a delivered event id ($1) unless it is recorded.
-const WebhookOnceSQL = `INSERT INTO tokend_webhook_events (event_id) VALUES ($1) ON CONFLICT (event_id) DO NOTHING`
+// webhookOnceSQL records a delivered event id ($1) unless it is recorded.
+const webhookOnceSQL = `INSERT INTO tokend_webhook_events (event_id) VALUES ($1) ON CONFLICT (event_id) DO NOTHING`
 
 // WebhookOnce records event id in the consumer's transaction tx
-// (WebhookOnceSQL) and reports whether this is its first delivery.
+// (webhookOnceSQL) and reports whether this is its first delivery.
 func WebhookOnce(ctx context.Context, tx pgx.Tx, eventID string) (first bool, err error) {
-	tag, err := tx.Exec(ctx, WebhookOnceSQL, eventID)
+	tag, err := tx.Exec(ctx, webhookOnceSQL, eventID)
 	if err != nil {
 		return false, fmt.Errorf("webhook: record event %s: %w", eventID, err)
 	}

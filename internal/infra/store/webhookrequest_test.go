@@ -12,7 +12,7 @@ import (
 func TestWebhookRequestStatementsRun(t *testing.T) {
 	t.Parallel()
 	pgtest.RunsAll(t, map[string]string{
-		"webhook request claim": store.WebhookRequestClaimSQL, "webhook request get": store.WebhookRequestGetSQL,
-		"webhook request answer": store.WebhookRequestAnswerSQL, "webhook request forget": store.WebhookRequestForgetSQL,
+		"webhook request claim": store.Statements().WebhookRequestClaimSQL, "webhook request get": store.Statements().WebhookRequestGetSQL,
+		"webhook request answer": store.Statements().WebhookRequestAnswerSQL, "webhook request forget": store.Statements().WebhookRequestForgetSQL,
 	})
 }

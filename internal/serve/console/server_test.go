@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -21,7 +22,6 @@ import (
 	"github.com/tokend/tokend/internal/infra/apikey"
 	"github.com/tokend/tokend/internal/serve/console"
 	"github.com/tokend/tokend/internal/serve/demo"
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/internal/testkit/tokentest"
 	"github.com/tokend/tokend/operation"
 	"github.com/tokend/tokend/token"
@@ -63,8 +63,8 @@ func (s *server) changes() []token.Record {
 // the console's Config.
 func newServer(t *testing.T, configure ...func(*console.Config)) *server {
 	t.Helper()
-	pool := pgtest.NewPool(t)
-	k := tokentest.New(t, tokentest.Options{Pool: pool})
+	pool := ledgertest.NewPool(t)
+	k := ledgertest.New(t, tokentest.Options{Pool: pool})
 	s := &server{pool: pool, issuer: k.Issuer, spender: k.Spender, operatorKey: createKey(t, pool, tenant, apikey.Operator)}
 	app, err := demo.New(demo.Config{Pool: pool, Issuer: s.issuer, Spender: k.Spender, SecretKey: secretKey})
 	if err != nil {

@@ -202,7 +202,7 @@ func (c *Console) revoke(g *gin.Context) {
 	if len(reason) > maxReason {
 		reason = reason[:maxReason]
 	}
-	rec, err := admin.Revoke(g.Request.Context(), c.pool, s.Tenant, g.Param("id"), reason, s.KeyID)
+	rec, err := admin.Revoke(g.Request.Context(), c.pool, s.Tenant, g.Param("id"), admin.Revocation{Reason: reason, Actor: s.KeyID})
 	c.notify(g, rec, err)
 	switch {
 	case errors.Is(err, token.ErrNotFound):

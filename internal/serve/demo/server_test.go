@@ -11,7 +11,7 @@ import (
 
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/internal/serve/demo"
-	"github.com/tokend/tokend/internal/testkit/pgtest"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"github.com/tokend/tokend/internal/testkit/tokentest"
 	"github.com/tokend/tokend/token"
 )
@@ -38,8 +38,8 @@ func newServer(t *testing.T, middleware ...gin.HandlerFunc) *server {
 // newServerWith is newServer with the app's config changed by configure.
 func newServerWith(t *testing.T, configure func(*demo.Config), middleware ...gin.HandlerFunc) *server {
 	t.Helper()
-	pool := pgtest.NewPool(t)
-	k := tokentest.New(t, tokentest.Options{Pool: pool})
+	pool := ledgertest.NewPool(t)
+	k := ledgertest.New(t, tokentest.Options{Pool: pool})
 	cfg := demo.Config{Pool: pool, Issuer: k.Issuer, Spender: k.Spender, SecretKey: secretKey}
 	configure(&cfg)
 	app, err := demo.New(cfg)

@@ -177,7 +177,7 @@ func (s *Server) revokeToken(c *gin.Context) {
 		return
 	}
 	k := Caller(c)
-	r, err := admin.Revoke(c.Request.Context(), s.pool, k.Tenant, c.Param("id"), req.Reason, k.ID)
+	r, err := admin.Revoke(c.Request.Context(), s.pool, k.Tenant, c.Param("id"), admin.Revocation{Reason: req.Reason, Actor: k.ID})
 	if err != nil {
 		Abort(c, err)
 		return

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,7 +21,6 @@ import (
 	"github.com/tokend/tokend/internal/serve/httpapi"
 	"github.com/tokend/tokend/internal/serve/ledgerapi"
 	"github.com/tokend/tokend/internal/testkit/contract"
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/internal/testkit/tokentest"
 	"github.com/tokend/tokend/token"
 )
@@ -42,12 +42,12 @@ type api struct {
 
 func newAPI(t *testing.T, configure ...func(*httpapi.Config)) *api {
 	t.Helper()
-	return newAPIOn(t, pgtest.NewPool(t), configure...)
+	return newAPIOn(t, ledgertest.NewPool(t), configure...)
 }
 
 func newAPIOn(t *testing.T, pool *pgxpool.Pool, configure ...func(*httpapi.Config)) *api {
 	t.Helper()
-	k := tokentest.New(t, tokentest.Options{Pool: pool})
+	k := ledgertest.New(t, tokentest.Options{Pool: pool})
 	a := &api{t: t, pool: pool, log: &syncBuffer{}, keys: map[string]string{}, keyIDs: map[string]string{}}
 	cfg := httpapi.Config{
 		Pool:    pool,

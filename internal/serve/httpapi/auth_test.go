@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,7 +16,6 @@ import (
 	"github.com/tokend/tokend/internal/infra/apikey"
 	"github.com/tokend/tokend/internal/serve/httpapi"
 	"github.com/tokend/tokend/internal/serve/metrics"
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/token"
 )
 
@@ -174,7 +174,7 @@ func TestTenantIsolation(t *testing.T) {
 // with the request id, never the secret.
 func TestRetiredServerKey(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
+	pool := ledgertest.NewPool(t)
 	before := newAPIOn(t, pool) // issues under newAPIOn's key
 	key := before.client()
 

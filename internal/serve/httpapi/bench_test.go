@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"io"
 	"log/slog"
 	"net/http"
@@ -24,7 +25,6 @@ import (
 	"github.com/tokend/tokend/internal/infra/cache"
 	"github.com/tokend/tokend/internal/serve/feedwait"
 	"github.com/tokend/tokend/internal/serve/httpapi"
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/internal/testkit/redistest"
 	"github.com/tokend/tokend/internal/testkit/tokentest"
 )
@@ -33,7 +33,7 @@ import (
 // a migrated database of its own with the ledger's handlers, and a client
 // key of tenant acme.
 func benchConfig(b *testing.B) (httpapi.Config, string) {
-	pool := pgtest.NewPool(b)
+	pool := ledgertest.NewPool(b)
 	keyring := tokentest.Keys(b)
 	spender, err := consume.New(consume.Config{Handlers: ledgerHandlers(), Keys: keyring})
 	if err != nil {
@@ -80,7 +80,7 @@ func BenchmarkGetToken(b *testing.B) {
 				b.Fatalf("issue: %d %s", rec.Code, rec.Body)
 			}
 			if state == "revoked" {
-				if _, err := admin.Revoke(context.Background(), base.Pool, "acme", tok.ID, "bench", "bench"); err != nil {
+				if _, err := admin.Revoke(context.Background(), base.Pool, "acme", tok.ID, admin.Revocation{Reason: "bench", Actor: "bench"}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -152,7 +152,7 @@ func BenchmarkIssueAndSpend(b *testing.B) {
 func BenchmarkParkedWaiters(b *testing.B) {
 	const waiters, tenants, samples, rounds = 1000, 10, 300, 3
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(pgtest.NewURL(b))
+	cfg, err := pgxpool.ParseConfig(ledgertest.NewURL(b))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -29,7 +30,6 @@ import (
 	"github.com/tokend/tokend/internal/infra/apikey"
 	"github.com/tokend/tokend/internal/infra/cache"
 	"github.com/tokend/tokend/internal/serve/httpapi"
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/internal/testkit/redistest"
 	"github.com/tokend/tokend/token"
 )
@@ -183,7 +183,7 @@ func TestCacheStaleEntryCannotDecideASpend(t *testing.T) {
 	if _, err := spender.Spend(ctx, a.pool, consume.Request{Tenant: "acme", Secret: secret, Operation: ledger.Credit, Subject: "bob", Payload: []byte(`{"account":"bob","amount":4}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.Revoke(ctx, a.pool, "acme", revoked.ID, "test", "test"); err != nil {
+	if _, err := admin.Revoke(ctx, a.pool, "acme", revoked.ID, admin.Revocation{Reason: "test", Actor: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	if res := a.get(key, "/v1/tokens/"+consumed.ID); !strings.Contains(string(res.body), `"state":"consumed"`) {
@@ -388,7 +388,7 @@ func TestCacheTrueThroughRedisSnapshot(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		hc.Cache = c
 	}
-	pool := pgtest.NewPool(t)
+	pool := ledgertest.NewPool(t)
 	servers := []*api{newAPIOn(t, pool, withShared), newAPIOn(t, pool, withShared), newAPIOn(t, pool, withShared)}
 	key, op := servers[0].client(), servers[0].operator()
 
@@ -716,7 +716,7 @@ func TestCacheReadYourWritesAcrossInstances(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		hc.Cache = c
 	}
-	pool := pgtest.NewPool(t)
+	pool := ledgertest.NewPool(t)
 	servers := []*api{newAPIOn(t, pool, withShared), newAPIOn(t, pool, withShared)}
 	key := servers[0].client()
 

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"net/http"
 	"strconv"
 	"strings"
@@ -363,7 +364,7 @@ func TestEventFeedRefusesACursorAheadOfIt(t *testing.T) {
 // with events to answer is still answered; another tenant still waits.
 func TestEventFeedCapsWaiters(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
+	pool := ledgertest.NewPool(t)
 	hub, err := feedwait.New(feedwait.Config{Pool: pool, MaxWaitersPerTenant: 2, MaxWaiters: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -454,7 +455,7 @@ func (c *countingTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQuer
 // not one per waiter; an event wakes them all.
 func TestEventFeedIdleWaitersIssueNoStatements(t *testing.T) {
 	t.Parallel()
-	cfg, err := pgxpool.ParseConfig(pgtest.NewURL(t))
+	cfg, err := pgxpool.ParseConfig(ledgertest.NewURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,7 +502,7 @@ func TestEventFeedIdleWaitersIssueNoStatements(t *testing.T) {
 // positioning notifies, and the hub's LISTEN hears it.
 func TestEventFeedWakesOnNotification(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
+	pool := ledgertest.NewPool(t)
 	hub, err := feedwait.New(feedwait.Config{Pool: pool, PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"errors"
+	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/internal/serve/httpapi"
-	"github.com/tokend/tokend/internal/testkit/pgtest"
 )
 
 func TestHealthz(t *testing.T) {
@@ -38,7 +38,7 @@ func TestReadyz(t *testing.T) {
 		{"cache down", []httpapi.Check{{Name: "redis", Ping: down, Optional: true}}, 200, `{"status":"degraded","checks":{"postgres":"ok","redis":"degraded"}}`},
 		{"required dependency down", []httpapi.Check{{Name: "redis", Ping: down, Optional: true}, {Name: "queue", Ping: down}}, 503, `{"status":"unavailable","checks":{"postgres":"ok","queue":"down","redis":"degraded"}}`},
 	}
-	pool := pgtest.NewPool(t)
+	pool := ledgertest.NewPool(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// A long transaction of another test on the server would add a stall.
@@ -115,7 +115,7 @@ func TestReadyzProbesRedisWhileIdle(t *testing.T) {
 func TestReadyzNamesAFeedStall(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := pgtest.NewPool(t)
+	pool := ledgertest.NewPool(t)
 	a := newAPIOn(t, pool, func(c *httpapi.Config) { c.FeedStallAfter = time.Second })
 	open, err := pool.Begin(ctx)
 	if err != nil {

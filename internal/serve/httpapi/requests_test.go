@@ -23,6 +23,7 @@ import (
 	"github.com/tokend/tokend/internal/serve/console"
 	"github.com/tokend/tokend/internal/serve/demo"
 	"github.com/tokend/tokend/internal/serve/httpapi"
+	"github.com/tokend/tokend/internal/serve/webhookapi"
 	"github.com/tokend/tokend/internal/testkit/tokentest"
 	"github.com/tokend/tokend/openapi"
 	"github.com/tokend/tokend/token"
@@ -42,7 +43,7 @@ func TestEveryOperationAnswersHostileRequestsAsDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := newAPI(t, func(c *httpapi.Config) {
-		c.Mounts = append(c.Mounts, dispatch.Routes(c.Pool, keys, dispatch.Options{}))
+		c.Mounts = append(c.Mounts, webhookapi.Mount(c.Pool, keys, dispatch.Options{}))
 		c.MaxBodyBytes = 4 << 10
 	})
 	client, op := a.client(), a.operator()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tokend/tokend/internal/infra/dispatch"
 	"github.com/tokend/tokend/internal/serve/httpapi"
+	"github.com/tokend/tokend/internal/serve/webhookapi"
 	"github.com/tokend/tokend/token"
 )
 
@@ -25,7 +26,7 @@ func TestWebhookWritesAreIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := newAPI(t, func(c *httpapi.Config) {
-		c.Mounts = append(c.Mounts, dispatch.Routes(c.Pool, keys, dispatch.Options{AllowedHosts: []string{"127.0.0.1"}}))
+		c.Mounts = append(c.Mounts, webhookapi.Mount(c.Pool, keys, dispatch.Options{AllowedHosts: []string{"127.0.0.1"}}))
 	})
 	op, other := a.operator(), a.key("globex", "operator")
 	send := func(key, path, idem, body string) response {

@@ -13,6 +13,7 @@ import (
 	"github.com/tokend/tokend/internal/infra/apikey"
 	"github.com/tokend/tokend/internal/infra/dispatch"
 	"github.com/tokend/tokend/internal/serve/httpapi"
+	"github.com/tokend/tokend/internal/serve/webhookapi"
 	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/token"
 	"github.com/tokend/tokend/webhook"
@@ -38,7 +39,7 @@ func TestWebhookRoutes(t *testing.T) {
 	}))
 	defer receiver.Close()
 	a := newAPI(t, func(c *httpapi.Config) {
-		c.Mounts = append(c.Mounts, dispatch.Routes(c.Pool, keys, dispatch.Options{AllowedHosts: []string{"127.0.0.1"}}))
+		c.Mounts = append(c.Mounts, webhookapi.Mount(c.Pool, keys, dispatch.Options{AllowedHosts: []string{"127.0.0.1"}}))
 	})
 	op := a.operator()
 
@@ -153,7 +154,7 @@ func TestWebhookCreateRefusesBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := newAPI(t, func(c *httpapi.Config) {
-		c.Mounts = append(c.Mounts, dispatch.Routes(c.Pool, keys, dispatch.Options{AllowedHosts: []string{"hooks.example"}}))
+		c.Mounts = append(c.Mounts, webhookapi.Mount(c.Pool, keys, dispatch.Options{AllowedHosts: []string{"hooks.example"}}))
 	})
 	for _, body := range []string{
 		`{}`, `{"url":"ftp://hooks.example/"}`, `{"url":"https://elsewhere.example/"}`,

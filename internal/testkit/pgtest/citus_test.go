@@ -69,11 +69,11 @@ func TestCitusEveryTableDistributed(t *testing.T) {
 	if workers < 2 {
 		t.Fatalf("tokens' shards are on %d nodes, want the workers", workers)
 	}
-	if _, err := conn.Exec(ctx, "INSERT INTO ledger_accounts (tenant_id, account) SELECT 't' || i, 'a' FROM generate_series(1, 50) i"); err != nil {
+	if _, err := conn.Exec(ctx, "INSERT INTO operations (tenant_id, name, mode) SELECT 't' || i, 'x.y', 'lease' FROM generate_series(1, 50) i"); err != nil {
 		t.Fatal(err)
 	}
 	var n int
-	if err := conn.QueryRow(ctx, "SELECT count(*) FROM ledger_accounts").Scan(&n); err != nil || n != 50 {
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM operations").Scan(&n); err != nil || n != 50 {
 		t.Fatalf("read back %d rows (%v), want 50", n, err)
 	}
 }

@@ -18,13 +18,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/tern/v2/migrate"
 
-	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/migrations"
 )
 
-// sets are the schema of every test database: tokend's, then the example
-// ledger's, the business most tests spend on.
-var sets = []migrations.Set{migrations.Schema, ledger.Migrations}
+// schema is the schema of every test database: tokend's, then the sets a
+// caller adds (NewURLWith), such as a demo business's tables.
+func schema(extra []migrations.Set) []migrations.Set {
+	return append([]migrations.Set{migrations.Schema}, extra...)
+}
 
 // DefaultAdminURL is used when TOKEND_TEST_DATABASE_URL is unset; it matches a
 // local server with trust auth, the set-up scripts/test provides.
@@ -41,15 +42,22 @@ func AdminURL() string {
 	return DefaultAdminURL
 }
 
-// NewURL creates a migrated database for t, dropped when t ends, and returns
-// its connection URL. The database is a copy of a template migrated once per
-// schema (see ensureTemplate), which costs a fraction of migrating each time.
+// NewURL creates a database migrated to tokend's schema for t, dropped
+// when t ends, and returns its connection URL. The database is a copy of a
+// template migrated once per schema (see ensureTemplate), which costs a
+// fraction of migrating each time.
 func NewURL(t testing.TB) string {
+	t.Helper()
+	return NewURLWith(t)
+}
+
+// NewURLWith is NewURL with sets applied after tokend's schema.
+func NewURLWith(t testing.TB, sets ...migrations.Set) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	tmpl, err := templateName()
+	tmpl, err := templateName(schema(sets))
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
@@ -108,13 +116,22 @@ func NewEmptyURL(t testing.TB) string {
 	return urlFor(name)
 }
 
-// templateName is the per-process answer of ensureTemplate: the first test of a
-// package pays for it, the others clone.
-var templateName = sync.OnceValues(func() (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	return ensureTemplate(ctx)
-})
+// templates holds the per-process answers of ensureTemplate, one per
+// schema: the first test of a package pays for it, the others clone.
+var templates sync.Map // version tables joined → func() (string, error)
+
+func templateName(sets []migrations.Set) (string, error) {
+	key := ""
+	for _, s := range sets {
+		key += s.VersionTable + "\x00"
+	}
+	f, _ := templates.LoadOrStore(key, sync.OnceValues(func() (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		return ensureTemplate(ctx, sets)
+	}))
+	return f.(func() (string, error))()
+}
 
 // ensureTemplate returns the name of a database migrated to exactly the
 // embedded schema, creating it if no earlier run did. The name carries a hash
@@ -123,7 +140,7 @@ var templateName = sync.OnceValues(func() (string, error) {
 // parallel processes: an advisory lock lets one build while the others wait,
 // and a template appears under its final name only once fully migrated, so a
 // run killed midway leaves nothing half-built behind that name.
-func ensureTemplate(ctx context.Context) (string, error) {
+func ensureTemplate(ctx context.Context, sets []migrations.Set) (string, error) {
 	if _, err := citusNodes(); err != nil {
 		return "", err
 	}
@@ -226,11 +243,17 @@ func randomSuffix() string {
 	return hex.EncodeToString(b[:])
 }
 
-// NewPool creates a migrated database for t and returns a pool on it, closed
-// when t ends.
+// NewPool creates a database migrated to tokend's schema for t and returns
+// a pool on it, closed when t ends.
 func NewPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(NewURL(t))
+	return NewPoolWith(t)
+}
+
+// NewPoolWith is NewPool with sets applied after tokend's schema.
+func NewPoolWith(t testing.TB, sets ...migrations.Set) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(NewURLWith(t, sets...))
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}

@@ -1,7 +1,7 @@
 // Package tokentest builds what most of tokend's tests start from: a
 // migrated database of the test's own (pgtest), and an issuer and a spender
-// wired to the example ledger's handlers under a fixed test key. Tests that
-// need more handlers, another pool or a spender setting say so in Options.
+// wired to the test's handlers under a fixed test key. Tests that spend on
+// the demo ledger start from ledgertest.New instead.
 package tokentest
 
 import (
@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/consume"
-	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/token"
@@ -33,7 +32,8 @@ type Kit struct {
 type Options struct {
 	// Pool is the database; nil creates one for the test (pgtest.NewPool).
 	Pool *pgxpool.Pool
-	// Handlers the spender runs; nil is the ledger's (ledger.Handlers).
+	// Handlers the spender runs; nil is an empty registry (lease-mode
+	// operations only).
 	Handlers *consume.Registry
 	// LockWait is the spender's consume.Config.LockWait.
 	LockWait time.Duration
@@ -57,7 +57,7 @@ func New(t testing.TB, o Options) *Kit {
 	var err error
 	k := &Kit{Pool: o.Pool, Keys: keys, Handlers: o.Handlers}
 	if k.Handlers == nil {
-		k.Handlers = ledger.Handlers()
+		k.Handlers = consume.NewRegistry()
 	}
 	if k.Spender, err = consume.New(consume.Config{Handlers: k.Handlers, Keys: keys, LockWait: o.LockWait}); err != nil {
 		t.Fatal(err)

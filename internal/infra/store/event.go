@@ -1,6 +1,17 @@
-package event
+package store
 
 import "strconv"
+
+// The event feed's statements (package event runs them through the typed
+// functions of event_exec.go).
+
+// FeedChannel is the channel a transaction that gives feed positions
+// notifies on, with the tenant as payload (event.NotifyChannel).
+const FeedChannel = "tokend_event_feed"
+
+// FeedMaxLimit is the most events one read of the feed answers
+// (event.MaxLimit): feedReadSQL's constant inner LIMIT.
+const FeedMaxLimit = 1000
 
 // Events are positioned in (xid, seq) order behind the cursor kept in their
 // tenant's feed head (migrations/008_event_positions.sql): xid orders the
@@ -19,10 +30,10 @@ import "strconv"
 // same transaction is conservative: every transaction below it had ended
 // before that statement, so its events are visible to later ones.
 
-// horizonSQL answers tenant $1's horizon (the xmin and xmax of a snapshot
+// feedHorizonSQL answers tenant $1's horizon (the xmin and xmax of a snapshot
 // taken on the node that stores the tenant's events), its head (position,
 // cursor and epoch), whether it has settled events past the head's cursor,
-// whether the feed must be rebased (ahead), this node's identity (nodeSQL)
+// whether the feed must be rebased (ahead), this node's identity (feedNodeSQL)
 // and whether the head has none recorded yet (adopt: written before
 // migration 017). A read with nothing new takes no lock and writes nothing. It looks at the first event past the cursor
 // only: in (xid, seq) order, if that one's transaction has not settled, no
@@ -36,12 +47,12 @@ import "strconv"
 // tenant's shards moved to another worker, whose counter differs from the
 // ids the feed was positioned by: new events could sort below the cursor
 // and never be positioned, and events positioned before would sort above it
-// and be positioned again. The feed is then rebased (rebaseSQL). Ahead is
-// also true when the head was positioned on another node (nodeSQL): a
+// and be positioned again. The feed is then rebased (feedRebaseSQL). Ahead is
+// also true when the head was positioned on another node (feedNodeSQL): a
 // restore into a cluster whose counter is ahead of the source's, or a
 // point-in-time recovery, keeps every id plausible, yet a reader may hold a
 // cursor past the restored head, taken on the source after the backup.
-const horizonSQL = `
+const feedHorizonSQL = `
 SELECT hz.xmin::text, hz.xmax::text, hz.pos, hz.epoch, hz.node_now,
        hz.heads > 0 AND hz.node IS NULL,
        EXISTS (
@@ -59,16 +70,16 @@ FROM (
     SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin, pg_snapshot_xmax(pg_current_snapshot()) AS xmax,
            coalesce(max(h.pos), 0) AS pos, coalesce(max(h.xid), '0') AS xid, coalesce(max(h.seq), 0) AS seq,
            coalesce(max(h.epoch), '') AS epoch, max(h.node) AS node, count(*) AS heads,
-           ` + nodeSQL + ` AS node_now
+           ` + feedNodeSQL + ` AS node_now
     FROM event_feed_heads h
     WHERE h.tenant_id = $1
 ) hz`
 
-// nodeSQL is the identity of the node a statement runs on: the cluster's
+// feedNodeSQL is the identity of the node a statement runs on: the cluster's
 // system identifier, which initdb draws at random (pg_dump into another
 // cluster changes it, whatever the target's transaction counter), and the
 // WAL timeline of the current insert position, which a point-in-time
-// recovery or a standby's promotion moves to a new one. In horizonSQL, a
+// recovery or a standby's promotion moves to a new one. In feedHorizonSQL, a
 // SELECT routed to one tenant, it is the node that stores the tenant (on
 // Citus, its worker). pg_upgrade makes a new cluster too: it starts a new
 // epoch, which costs a reader nothing, no cursor being ahead of the feed.
@@ -78,10 +89,10 @@ FROM (
 // it. A restore or a point-in-time recovery restarts the server, and on a
 // standby, where a backend could live through a promotion,
 // pg_current_wal_lsn fails, so nothing is kept from before one.
-const nodeSQL = `coalesce(nullif(current_setting('tokend.node', true), ''), set_config('tokend.node',
+const feedNodeSQL = `coalesce(nullif(current_setting('tokend.node', true), ''), set_config('tokend.node',
     (SELECT system_identifier::text FROM pg_control_system()) || '/' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8), false))`
 
-// rebaseSQL rebases a tenant's feed onto this node's transaction ids, with
+// feedRebaseSQL rebases a tenant's feed onto this node's transaction ids, with
 // the head locked at position $2 and horizon (xmin) $3: it positions every
 // event visible and still without a position, in seq order (an identity
 // that pg_dump and a shard move carry over, so writes before and after keep
@@ -94,8 +105,8 @@ const nodeSQL = `coalesce(nullif(current_setting('tokend.node', true), ''), set_
 // are the ones the feed had before, and those after it may have been handed
 // out to other events before the restore. The epoch it ends is kept, with
 // the position it started at, so that a cursor of any earlier epoch is
-// judged (see Epoch). $5 is the node the feed now runs on (nodeSQL).
-const rebaseSQL = `
+// judged (see event.Epoch). $5 is the node the feed now runs on (feedNodeSQL).
+const feedRebaseSQL = `
 WITH lost AS (
     SELECT e.token_id, e.seq, e.at, row_number() OVER (ORDER BY e.seq) AS n
     FROM token_events e
@@ -121,23 +132,23 @@ SET pos = $2::bigint + (SELECT count(*) FROM lost),
 WHERE h.tenant_id = $1
 RETURNING h.pos - $2::bigint`
 
-// notifySQL tells listeners that tenant $1's feed moved. It reads no table,
+// feedNotifySQL tells listeners that tenant $1's feed moved. It reads no table,
 // so on Citus it runs on the coordinator, where tokend's instances listen.
-const notifySQL = `SELECT pg_notify('` + NotifyChannel + `', $1)`
+const feedNotifySQL = `SELECT pg_notify('` + FeedChannel + `', $1)`
 
-// lockHeadSQL locks the tenant's feed head, creating it on first use in
+// feedLockHeadSQL locks the tenant's feed head, creating it on first use in
 // epoch $2 on node $3, recording node $3 on a head that has none, and
 // answers the last position handed out and the cursor after which events
 // still wait for one.
-const lockHeadSQL = `
+const feedLockHeadSQL = `
 INSERT INTO event_feed_heads AS h (tenant_id, pos, epoch, epoch_base, node) VALUES ($1, 0, $2, 0, $3)
 ON CONFLICT (tenant_id) DO UPDATE SET pos = h.pos, node = coalesce(h.node, $3)
 RETURNING pos, xid::text, seq`
 
-// positionSQL numbers up to $5 events after the head's cursor ($3, $4) whose
+// feedPositionSQL numbers up to $5 events after the head's cursor ($3, $4) whose
 // transactions ended before horizon $6, from position $2 + 1, and moves the
 // head past them. It runs with the head locked.
-const positionSQL = `
+const feedPositionSQL = `
 WITH settled AS (
     SELECT token_id, xid, seq, at, row_number() OVER (ORDER BY xid, seq) AS n
     FROM (SELECT token_id, xid, seq, at FROM token_events
@@ -156,9 +167,9 @@ FROM last
 WHERE h.tenant_id = $1
 RETURNING last.n`
 
-// readSQL is one page of the feed: up to $3 events after position $2, cut
+// feedReadSQL is one page of the feed: up to $3 events after position $2, cut
 // to the byte budget $4. It is written for generic plans, which cannot see
-// $3: the constant inner LIMIT (MaxLimit) makes walking the positions' key
+// $3: the constant inner LIMIT (FeedMaxLimit) makes walking the positions' key
 // the cheap way to a page, and OFFSET 0 keeps the event lookup a subquery
 // run per position, by the event's key, so that no plan hashes the tenant's
 // whole trail to join a page of it.
@@ -166,7 +177,7 @@ RETURNING last.n`
 // An event's size is the sum of its stored fields' lengths; octet_length
 // of a stored body reads its length, not the body. The window runs over the
 // page of $3 only, and the first event is always taken.
-var readSQL = `
+var feedReadSQL = `
 SELECT pos, event_id, token_id, operation, subject, kind, actor,
        from_state, to_state, generation, outcome_status, outcome_body, at
 FROM (
@@ -180,7 +191,7 @@ FROM (
         FROM (SELECT pos, token_id, seq FROM event_positions
               WHERE tenant_id = $1 AND pos > $2
               ORDER BY pos
-              LIMIT ` + strconv.Itoa(MaxLimit) + `) p
+              LIMIT ` + strconv.Itoa(FeedMaxLimit) + `) p
         CROSS JOIN LATERAL (
             SELECT * FROM token_events e
             WHERE e.tenant_id = $1 AND e.token_id = p.token_id AND e.seq = p.seq
@@ -194,30 +205,30 @@ FROM (
 WHERE n = 1 OR upto <= $4
 ORDER BY pos`
 
-// headSQL is the tenant's feed head: the last position handed out (0 before
+// feedHeadSQL is the tenant's feed head: the last position handed out (0 before
 // the first), the epoch and the position it started at, and the epochs
 // before it with theirs, oldest first.
-const headSQL = `
+const feedHeadSQL = `
 SELECT coalesce(max(pos), 0), coalesce(max(epoch), ''), coalesce(max(epoch_base), 0),
        coalesce(max(prior_epochs), '{}'), coalesce(max(prior_bases), '{}')
 FROM event_feed_heads WHERE tenant_id = $1`
 
-// stallSQL answers how long the oldest transaction that holds every feed
+// feedStallSQL answers how long the oldest transaction that holds every feed
 // back has been open (seconds, 0 when none): the oldest running one with a
 // transaction id, on any database of the server (ids are server-wide), or
 // a prepared one. pg_stat_activity shows other roles' transactions only to
 // a role with pg_read_all_stats.
-const stallSQL = `
+const feedStallSQL = `
 SELECT coalesce(extract(epoch FROM now() - least(
     (SELECT min(xact_start) FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid()),
     (SELECT min(prepared) FROM pg_prepared_xacts))), 0)::float8`
 
-// heldSQL answers, for each tenant with a feed head, how long its oldest
+// feedHeldSQL answers, for each tenant with a feed head, how long its oldest
 // event held back is waiting: committed, past the head's cursor, and
 // written by a transaction not yet settled. Events merely not yet read
 // (settled, waiting for a reader to position them) are not held back. It
 // reads one event per tenant, the first past the horizon.
-const heldSQL = `
+const feedHeldSQL = `
 SELECT h.tenant_id, extract(epoch FROM now() - first.at)::float8
 FROM event_feed_heads h
 CROSS JOIN LATERAL (

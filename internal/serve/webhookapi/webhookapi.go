@@ -1,4 +1,8 @@
-package dispatch
+// Package webhookapi serves the operator's webhook routes: registering,
+// listing, enabling, rotating and redelivering the endpoints package
+// dispatch delivers to. It is a Mount of httpapi, kept out of dispatch so
+// that the delivery machinery does not depend on the HTTP server.
+package webhookapi
 
 import (
 	"cmp"
@@ -11,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/client"
+	"github.com/tokend/tokend/internal/infra/dispatch"
 	"github.com/tokend/tokend/internal/serve/httpapi"
 	"github.com/tokend/tokend/token"
 )
@@ -18,9 +23,9 @@ import (
 // recentDeliveries is how many deliveries GET /v1/admin/webhooks/{id} shows.
 const recentDeliveries = 20
 
-// Routes serves the operator's webhook routes under /v1/admin/webhooks,
+// Mount serves the operator's webhook routes under /v1/admin/webhooks,
 // registering endpoints under o.
-func Routes(pool *pgxpool.Pool, keys *token.Keyring, o Options) httpapi.Mount {
+func Mount(pool *pgxpool.Pool, keys *token.Keyring, o dispatch.Options) httpapi.Mount {
 	h := &handlers{pool: pool, keys: keys, opts: o}
 	return func(r httpapi.Routes) {
 		r.Operator.POST("/webhooks", h.create)
@@ -37,33 +42,19 @@ func Routes(pool *pgxpool.Pool, keys *token.Keyring, o Options) httpapi.Mount {
 type handlers struct {
 	pool *pgxpool.Pool
 	keys *token.Keyring
-	opts Options
-}
-
-// view is an endpoint as the API shows it; the secret only on creation.
-func view(e Endpoint) client.Webhook {
-	v := client.Webhook{ID: e.ID, URL: e.URL, EventTypes: e.EventTypes, Enabled: e.Enabled,
-		FeedPosition: e.FeedPosition, CreatedAt: e.CreatedAt, FailingSince: e.FailingSince,
-		PreviousSecretExpiresAt: e.PreviousSecretUntil}
-	if v.EventTypes == nil {
-		v.EventTypes = []string{}
-	}
-	if e.DisabledReason != "" {
-		v.DisabledReason = &e.DisabledReason
-	}
-	return v
+	opts dispatch.Options
 }
 
 func problem(err error) error {
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, dispatch.ErrNotFound):
 		return &httpapi.Problem{Status: http.StatusNotFound, Code: "not_found", Detail: "no such webhook endpoint"}
-	case errors.Is(err, ErrInvalidRequest), errors.Is(err, ErrHostNotAllowed):
+	case errors.Is(err, dispatch.ErrInvalidRequest), errors.Is(err, dispatch.ErrHostNotAllowed):
 		return &httpapi.Problem{Status: http.StatusBadRequest, Code: "invalid_request", Detail: err.Error()}
-	case errors.Is(err, ErrKeyReused):
+	case errors.Is(err, dispatch.ErrKeyReused):
 		return &httpapi.Problem{Status: http.StatusUnprocessableEntity, Code: "idempotency_key_reused", Title: "Idempotency key reused",
 			Detail: "this Idempotency-Key was already used for a different webhook request (route, endpoint, url, event types or overlap)"}
-	case errors.Is(err, ErrTooManyEndpoints):
+	case errors.Is(err, dispatch.ErrTooManyEndpoints):
 		return &httpapi.Problem{Status: http.StatusConflict, Code: "too_many_endpoints", Detail: err.Error()}
 	}
 	return err
@@ -75,8 +66,8 @@ func (h *handlers) create(c *gin.Context) {
 		httpapi.Abort(c, err)
 		return
 	}
-	w, err := CreateOnce(c.Request.Context(), h.pool, h.keys, h.opts, httpapi.Caller(c).Tenant, c.GetHeader("Idempotency-Key"),
-		NewEndpoint{URL: req.URL, EventTypes: req.EventTypes})
+	w, err := dispatch.CreateOnce(c.Request.Context(), h.pool, h.keys, h.opts, httpapi.Caller(c).Tenant, c.GetHeader("Idempotency-Key"),
+		dispatch.NewEndpoint{URL: req.URL, EventTypes: req.EventTypes})
 	if err != nil {
 		httpapi.Abort(c, problem(err))
 		return
@@ -85,57 +76,57 @@ func (h *handlers) create(c *gin.Context) {
 }
 
 func (h *handlers) list(c *gin.Context) {
-	eps, err := List(c.Request.Context(), h.pool, httpapi.Caller(c).Tenant)
+	eps, err := dispatch.List(c.Request.Context(), h.pool, httpapi.Caller(c).Tenant)
 	if err != nil {
 		httpapi.Abort(c, err)
 		return
 	}
 	list := client.WebhookList{Items: make([]client.Webhook, 0, len(eps))}
 	for _, e := range eps {
-		list.Items = append(list.Items, view(e))
+		list.Items = append(list.Items, dispatch.View(e))
 	}
 	httpapi.WriteJSON(c, http.StatusOK, list)
 }
 
 func (h *handlers) get(c *gin.Context) {
 	tenant, id := httpapi.Caller(c).Tenant, c.Param("id")
-	e, err := Get(c.Request.Context(), h.pool, tenant, id)
+	e, err := dispatch.Get(c.Request.Context(), h.pool, tenant, id)
 	if err != nil {
 		httpapi.Abort(c, problem(err))
 		return
 	}
-	ds, err := Recent(c.Request.Context(), h.pool, tenant, id, recentDeliveries)
+	ds, err := dispatch.Recent(c.Request.Context(), h.pool, tenant, id, recentDeliveries)
 	if err != nil {
 		httpapi.Abort(c, err)
 		return
 	}
 	if ds == nil {
-		ds = []Delivery{}
+		ds = []dispatch.Delivery{}
 	}
-	v := view(e)
+	v := dispatch.View(e)
 	v.Deliveries = ds
 	httpapi.WriteJSON(c, http.StatusOK, v)
 }
 
 func (h *handlers) delete(c *gin.Context) {
-	h.answer(c)(Delete(c.Request.Context(), h.pool, httpapi.Caller(c).Tenant, c.Param("id")))
+	h.answer(c)(dispatch.Delete(c.Request.Context(), h.pool, httpapi.Caller(c).Tenant, c.Param("id")))
 }
 
 func (h *handlers) enable(c *gin.Context) {
-	h.answer(c)(SetEnabled(c.Request.Context(), h.pool, httpapi.Caller(c).Tenant, c.Param("id"), true))
+	h.answer(c)(dispatch.SetEnabled(c.Request.Context(), h.pool, httpapi.Caller(c).Tenant, c.Param("id"), true))
 }
 
 func (h *handlers) disable(c *gin.Context) {
-	h.answer(c)(SetEnabled(c.Request.Context(), h.pool, httpapi.Caller(c).Tenant, c.Param("id"), false))
+	h.answer(c)(dispatch.SetEnabled(c.Request.Context(), h.pool, httpapi.Caller(c).Tenant, c.Param("id"), false))
 }
 
-func (h *handlers) answer(c *gin.Context) func(Endpoint, error) {
-	return func(e Endpoint, err error) {
+func (h *handlers) answer(c *gin.Context) func(dispatch.Endpoint, error) {
+	return func(e dispatch.Endpoint, err error) {
 		if err != nil {
 			httpapi.Abort(c, problem(err))
 			return
 		}
-		httpapi.WriteJSON(c, http.StatusOK, view(e))
+		httpapi.WriteJSON(c, http.StatusOK, dispatch.View(e))
 	}
 }
 
@@ -145,8 +136,8 @@ func (h *handlers) redeliver(c *gin.Context) {
 		httpapi.Abort(c, err)
 		return
 	}
-	n, err := Resend(c.Request.Context(), h.pool, httpapi.Caller(c).Tenant, c.Param("id"),
-		Selection{After: req.After, Position: req.Position, All: req.All, Delivered: req.Delivered})
+	n, err := dispatch.Resend(c.Request.Context(), h.pool, httpapi.Caller(c).Tenant, c.Param("id"),
+		dispatch.Selection{After: req.After, Position: req.Position, All: req.All, Delivered: req.Delivered})
 	if err != nil {
 		httpapi.Abort(c, problem(err))
 		return
@@ -167,8 +158,8 @@ func (h *handlers) rotate(c *gin.Context) {
 			Detail: fmt.Sprintf("overlap_seconds: want 0 (the server's default) to %d", maxOverlapSeconds)})
 		return
 	}
-	overlap := cmp.Or(time.Duration(req.OverlapSeconds)*time.Second, h.opts.withDefaults().SecretOverlap)
-	w, err := RotateOnce(c.Request.Context(), h.pool, h.keys, httpapi.Caller(c).Tenant, c.Param("id"), c.GetHeader("Idempotency-Key"), overlap)
+	overlap := cmp.Or(time.Duration(req.OverlapSeconds)*time.Second, h.opts.SecretOverlap, dispatch.DefaultSecretOverlap)
+	w, err := dispatch.RotateOnce(c.Request.Context(), h.pool, h.keys, httpapi.Caller(c).Tenant, c.Param("id"), c.GetHeader("Idempotency-Key"), overlap)
 	if err != nil {
 		httpapi.Abort(c, problem(err))
 		return
@@ -179,7 +170,7 @@ func (h *handlers) rotate(c *gin.Context) {
 // writeSecret answers the endpoint with its new secret, shown to this
 // request and to its retries under the same Idempotency-Key (with
 // Idempotent-Replayed: true): no cache may keep it.
-func writeSecret(c *gin.Context, status int, w Written) {
+func writeSecret(c *gin.Context, status int, w dispatch.Written) {
 	c.Header("Cache-Control", "no-store")
 	if w.Replayed {
 		c.Header("Idempotent-Replayed", "true")

@@ -1,0 +1,3 @@
+module github.com/tokend/tokend/client
+
+go 1.26.8
