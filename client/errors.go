@@ -112,6 +112,12 @@ var (
 	// ErrHeadersTooLarge: the request line and headers (a long path
 	// included) are over the server's bound.
 	ErrHeadersTooLarge = code("headers_too_large")
+	// ErrExpectationFailed: an Expect header other than 100-continue.
+	ErrExpectationFailed = code("expectation_failed")
+	// ErrUnsupportedTransferEncoding: a Transfer-Encoding other than chunked.
+	ErrUnsupportedTransferEncoding = code("unsupported_transfer_encoding")
+	// ErrHTTPVersionNotSupported: a request of an HTTP version other than 1.x in clear text.
+	ErrHTTPVersionNotSupported = code("http_version_not_supported")
 	// ErrIdempotencyKeyReused: the intent ID was used for a different request.
 	ErrIdempotencyKeyReused = code("idempotency_key_reused")
 	// ErrPayloadMismatch: the payload differs from the one the token was issued for.
@@ -150,6 +156,7 @@ func Sentinels() map[string]error {
 		ErrTokenKeyRetired, ErrIntentKeyRetired, ErrPayloadTooLarge, ErrIdempotencyKeyReused,
 		ErrPayloadMismatch, ErrRateLimited, ErrInternal, ErrUnavailable, ErrOperationChanging,
 		ErrUnsupportedMediaType, ErrHeadersTooLarge, ErrCursorAhead, ErrCursorEpoch, ErrTooManyWaiters, ErrPayloadMissing,
+		ErrExpectationFailed, ErrUnsupportedTransferEncoding, ErrHTTPVersionNotSupported,
 	} {
 		m[e.(*sentinel).code] = e
 	}

@@ -22,7 +22,7 @@ var envVarRE = regexp.MustCompile(`\bTOKEND_[A-Z0-9_]*[A-Z0-9]\b`)
 // testOnly are variables of tests, test builds and scripts/run and
 // scripts/test, not of a production tokend: the usage text need not list
 // them.
-var testOnly = []string{"TOKEND_TEST_", "TOKEND_FAKETIME_", "TOKEND_FUZZTIME", "TOKEND_PG_", "TOKEND_FORCE_THROWAWAY_"}
+var testOnly = []string{"TOKEND_TEST_", "TOKEND_FAKETIME_", "TOKEND_FUZZTIME", "TOKEND_PG_", "TOKEND_FORCE_THROWAWAY_", "TOKEND_ROBUSTNESS_"}
 
 func envVars(text string) []string {
 	var vars []string
