@@ -378,28 +378,32 @@ func (s *soak) do(kind string, due time.Time) {
 			s.skip(kind)
 			return
 		}
-		s.record(kind, time.Since(due), s.replay(r))
+		err := s.replay(r)
+		s.record(kind, time.Since(due), err)
 	case kindSpend:
 		t, ok := s.pool.take(time.Duration(s.cfg.TTLSeconds) * time.Second / 2)
 		if !ok {
 			s.skip(kind)
 			return
 		}
-		s.record(kind, time.Since(due), s.spend(t))
+		err := s.spend(t)
+		s.record(kind, time.Since(due), err)
 	case kindRevoke:
 		t, ok := s.pool.take(time.Duration(s.cfg.TTLSeconds) * time.Second / 2)
 		if !ok {
 			s.skip(kind)
 			return
 		}
-		s.record(kind, time.Since(due), s.revoke(t))
+		err := s.revoke(t)
+		s.record(kind, time.Since(due), err)
 	case kindGet:
 		r, ok := s.recent.pick(time.Duration(s.cfg.TTLSeconds) * time.Second / 2)
 		if !ok {
 			s.skip(kind)
 			return
 		}
-		s.record(kind, time.Since(due), getToken(s.client, r.id))
+		err := getToken(s.client, r.id)
+		s.record(kind, time.Since(due), err)
 	case kindLease:
 		t, err := s.issue(soakLeaseOp, false)
 		s.record(kindIssue, time.Since(due), err)
