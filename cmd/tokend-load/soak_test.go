@@ -3,10 +3,14 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -256,4 +260,66 @@ func postmaster(t *testing.T, dbURL string) int {
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	pm, _ := strconv.Atoi(f[1])
 	return pm
+}
+
+// slowTokend answers every request of the soak's mix as tokend would, each
+// after delay: enough of the API to time the soak's requests.
+func slowTokend(delay time.Duration) http.Handler {
+	var mu sync.Mutex
+	intents := map[string]string{}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(delay)
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.Method == http.MethodPost && r.URL.Path == "/v1/tokens":
+			mu.Lock()
+			key := r.Header.Get("Idempotency-Key")
+			id, replay := intents[key]
+			if !replay {
+				id = fmt.Sprintf("tok_%d", len(intents))
+				intents[key] = id
+			} else {
+				w.Header().Set("Idempotent-Replayed", "true")
+			}
+			mu.Unlock()
+			w.WriteHeader(http.StatusCreated)
+			fmt.Fprintf(w, `{"id":%q,"token":"tks_%s"}`, id, id)
+		case r.URL.Path == "/v1/tokens/consume":
+			b, _ := io.ReadAll(r.Body)
+			if strings.Contains(string(b), soakLeaseOp) {
+				w.WriteHeader(http.StatusAccepted)
+				fmt.Fprint(w, `{"generation":1}`)
+				return
+			}
+			fmt.Fprint(w, `{"state":"consumed"}`)
+		default: // GET, complete, revoke
+			fmt.Fprint(w, `{}`)
+		}
+	})
+}
+
+// TestSoakTimesEachRequest: every kind's latency covers its request (here
+// at least the server's delay), not only the wait before it was sent.
+func TestSoakTimesEachRequest(t *testing.T) {
+	const delay = 30 * time.Millisecond
+	srv := httptest.NewServer(slowTokend(delay))
+	defer srv.Close()
+	s := &soak{cfg: SoakConfig{URL: srv.URL, TTLSeconds: 120}, run: "t", stats: newWinStats()}
+	var err error
+	if s.client, err = newAPI(target{base: srv.URL, key: "k"}, 4); err != nil {
+		t.Fatal(err)
+	}
+	if s.op, err = newAPI(target{base: srv.URL, key: "o"}, 4); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{kindIssue, kindIssue, kindReplay, kindSpend, kindGet, kindRevoke, kindLease} {
+		s.do(k, time.Now())
+	}
+	w := s.stats.window()
+	for _, k := range requestKinds {
+		ks := w.Kinds[k]
+		if ks.Count == 0 || ks.Errors != 0 || ks.P50 < ms(delay) {
+			t.Errorf("%s: %+v, want answers timed at %v or more", k, ks, delay)
+		}
+	}
 }
