@@ -109,8 +109,8 @@ func parseSoakFlags(args []string, stderr io.Writer) (SoakConfig, error) {
 	fs.StringVar(&c.hookListen, "hook-listen", "127.0.0.1:0", "address of the local webhook receiver")
 	fs.StringVar(&c.hookHost, "hook-host", "", "host webhooks are registered with (default: the receiver's address)")
 	fs.StringVar(&c.hookTypes, "hook-types", "", "event types the webhook endpoint asks for, comma-separated; empty: all")
-	fs.StringVar(&c.out, "out", "", "directory for soak.json and soak.txt; empty: stdout only")
-	fs.StringVar(&c.report, "report", "", "redraw the report of this soak.json and exit")
+	fs.StringVar(&c.out, "out", "", "directory for soak.json, soak.txt and soak.svg; empty: stdout only")
+	fs.StringVar(&c.report, "report", "", "redraw the report of this soak.json (and with -out its files) and exit")
 	fs.Func("note", "a line for the report's notes (repeatable)", func(s string) error {
 		c.Notes = append(c.Notes, s)
 		return nil
@@ -146,6 +146,11 @@ func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		res, err := readSoak(cfg.report)
 		if err != nil {
 			return err
+		}
+		if cfg.out != "" {
+			if err := saveSoak(cfg.out, res); err != nil {
+				return err
+			}
 		}
 		return writeSoakReport(stdout, res)
 	}
@@ -815,7 +820,11 @@ func saveSoak(dir string, res *SoakResult) error {
 	if err := writeSoakReport(&txt, res); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "soak.txt"), txt.Bytes(), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "soak.txt"), txt.Bytes(), 0o644); err != nil {
+		return err
+	}
+	_, err = writeSoakPlot(dir, res)
+	return err
 }
 
 func readSoak(path string) (*SoakResult, error) {
