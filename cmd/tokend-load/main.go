@@ -193,7 +193,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs := flag.NewFlagSet("tokend-load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: tokend-load -db URL [-url URL -key KEY] [flags]\n       tokend-load -report results.json [-out DIR]")
+		fmt.Fprintln(stderr, "usage: tokend-load -db URL [-url URL -key KEY] [flags]\n       tokend-load -report results.json [-out DIR]\n"+
+			"       tokend-load cpu -url URL -key KEY -pid PID -pg-pid PM [flags]\n"+
+			"       tokend-load soak -url URL -key KEY -operator-key KEY [-db URL -pid PID -pg-pid PM] [flags] (tokend-load soak -h; scripts/soak)")
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&cfg.db, "db", getenv("TOKEND_BENCH_DATABASE_URL"), "bench database URL, truncated by the run (env TOKEND_BENCH_DATABASE_URL)")
