@@ -53,8 +53,9 @@ func (a *api) close() { a.hc.CloseIdleConnections() }
 
 // answer is a response, its body copied out of fasthttp's buffers.
 type answer struct {
-	status int
-	body   []byte
+	status   int
+	body     []byte
+	replayed string // the Idempotent-Replayed header
 }
 
 // do sends one request. header is name, value pairs; body is sent as JSON.
@@ -76,7 +77,8 @@ func (a *api) do(method, path string, body []byte, header ...string) (answer, er
 	if err := a.hc.Do(req, resp); err != nil {
 		return answer{}, err
 	}
-	return answer{status: resp.StatusCode(), body: append([]byte(nil), resp.Body()...)}, nil
+	return answer{status: resp.StatusCode(), body: append([]byte(nil), resp.Body()...),
+		replayed: string(resp.Header.Peek("Idempotent-Replayed"))}, nil
 }
 
 // expect returns a's body when its status is want, else an error naming the

@@ -22,10 +22,28 @@
 //	tokend-load -db URL [-url URL -key KEY] [flags]
 //	tokend-load -report results.json [-out DIR]
 //	tokend-load cpu -url URL -key KEY -pid PID -pg-pid PM [flags]
+//	tokend-load soak -url URL -key KEY -operator-key KEY [-db URL -pid PID -pg-pid PM] [flags]
+//	tokend-load soak -report soak.json
 //
 // The cpu subcommand is the load side of scripts/bench-cpu http: fixed
 // windows of issues, spends and cached GETs, each with the CPU tokend and
 // Postgres spent on it per request (see cpuWindows).
+//
+// The soak subcommand (issue 43; scripts/soak sets up a fresh cluster and
+// tokend for it, bench/results/soak.md has a recorded run) runs tokend as a
+// deployment runs, for -duration: an open-loop mix at a fixed -rate (slots a
+// second, each a request scheduled at its time, latency counted from it)
+// of issues, replays of a recent Idempotency-Key, ledger.credit spends,
+// lease + complete of a lease-mode operation it declares, GETs and
+// operator revokes; a feed follower long-polling GET /v1/events; a local
+// webhook receiver it registers (tokend needs
+// TOKEND_WEBHOOK_ALLOWED_HOSTS=127.0.0.1); and short -ttl and -retention on
+// the operations, so the sweeper expires and purges while it runs. Every
+// -window it prints and records tokend's and Postgres' CPU per request
+// (/proc, as cpu does), p50/p99 per request kind, feed and webhook lag,
+// tokend's RSS and goroutines (/metrics), the bytes and rows of every table
+// (-db), and errors per kind; at the end it judges the run against issue
+// 43's marks (judgeSoak) and writes soak.json and soak.txt to -out.
 //
 // The flags are:
 //
@@ -127,6 +145,19 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "soak" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		err := soakCmd(ctx, os.Args[2:], os.Stdout, os.Stderr)
+		stop()
+		if err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				os.Exit(0)
+			}
+			fmt.Fprintln(os.Stderr, "tokend-load:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	cfg, err := parseFlags(os.Args[1:], os.Getenv, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
@@ -162,7 +193,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs := flag.NewFlagSet("tokend-load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: tokend-load -db URL [-url URL -key KEY] [flags]\n       tokend-load -report results.json [-out DIR]")
+		fmt.Fprintln(stderr, "usage: tokend-load -db URL [-url URL -key KEY] [flags]\n       tokend-load -report results.json [-out DIR]\n"+
+			"       tokend-load cpu -url URL -key KEY -pid PID -pg-pid PM [flags]\n"+
+			"       tokend-load soak -url URL -key KEY -operator-key KEY [-db URL -pid PID -pg-pid PM] [flags] (tokend-load soak -h; scripts/soak)")
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&cfg.db, "db", getenv("TOKEND_BENCH_DATABASE_URL"), "bench database URL, truncated by the run (env TOKEND_BENCH_DATABASE_URL)")
