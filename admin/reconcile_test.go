@@ -165,6 +165,10 @@ func TestReconcileRefused(t *testing.T) {
 			if !errors.Is(err, token.ErrInvalidState) || !strings.Contains(err.Error(), string(s)) {
 				t.Errorf("reconcile %s a %s token: %v; want token.ErrInvalidState naming %s", o, s, err, s)
 			}
+			// The refusal speaks the operator's words, not an event kind.
+			if want := "cannot reconcile as "; err != nil && (!strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "reconcile_")) {
+				t.Errorf("reconcile %s a %s token: %q; want it to say %q", o, s, err, want)
+			}
 		}
 		if got := e.state(tenant, is.Token.ID); got != s {
 			t.Errorf("reconciling a %s token left it %s", s, got)

@@ -155,7 +155,7 @@ func explainFinish(ctx context.Context, q db.DBTX, a token.Action, r Report, rec
 	}
 	switch {
 	case !st.Leased:
-		return Recorded{}, tokend.Refuse(token.ErrInvalidState, "cannot %s a token that was never leased", a)
+		return Recorded{}, tokend.Refuse(token.ErrInvalidState, "cannot %s a token that was never leased", a.Verb())
 	case r.Generation < st.Generation:
 		return Recorded{}, token.ErrStaleGeneration
 	case reported:
@@ -166,7 +166,7 @@ func explainFinish(ctx context.Context, q db.DBTX, a token.Action, r Report, rec
 		// The lease lapsed under the unknown policy: an operator decides.
 		return Recorded{}, token.ErrOutcomeUnknown
 	}
-	return Recorded{}, tokend.Refuse(token.ErrInvalidState, "cannot %s a token that is %s", a, st.State)
+	return Recorded{}, tokend.Refuse(token.ErrInvalidState, "cannot %s a token that is %s", a.Verb(), st.State)
 }
 
 // sameJSON reports whether a and b are the same JSON value: equal in their

@@ -68,6 +68,28 @@ const (
 	Expire               Action = "expire"
 )
 
+// Verb is a in the words of a refusal, "cannot VERB a token that is
+// consumed": the action as a user asked for it, not its event kind.
+func (a Action) Verb() string {
+	switch a {
+	case SpendFail:
+		return "spend"
+	case ReportUnknown:
+		return "report an unknown outcome for"
+	case Takeover:
+		return "take over"
+	case LeaseLapse:
+		return "let the lease lapse on"
+	case ReconcileSucceeded:
+		return "reconcile as succeeded"
+	case ReconcileNotExecuted:
+		return "reconcile as not executed"
+	case ReconcileFailed:
+		return "reconcile as failed"
+	}
+	return string(a)
+}
+
 // ErrInvalidTransition is returned by Next for an action not allowed in a state.
 var ErrInvalidTransition = errors.New("token: invalid transition")
 

@@ -49,7 +49,7 @@ func TransitionTx(ctx context.Context, tx pgx.Tx, tenant, id string, from token.
 	case err != nil:
 		return token.Record{}, err
 	case state != from:
-		return token.Record{}, tokend.Refuse(token.ErrInvalidState, "cannot %s a token that is %s", a, state)
+		return token.Record{}, tokend.Refuse(token.ErrInvalidState, "cannot %s a token that is %s", a.Verb(), state)
 	}
 	// The token moved back into from between the UPDATE and the lock (an
 	// operator reconciled it, a lease lapsed). Now that the row is locked
