@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -418,5 +419,80 @@ func TestRetryIsTheSameMessage(t *testing.T) {
 	}
 	if !got.Timestamp.Equal(at) || !got.Data.At.Equal(at) {
 		t.Errorf("body timestamp %v, event at %v; want the event's time", got.Timestamp, at)
+	}
+}
+
+// logBuffer is a slog handler's output, safe to read while a dispatcher logs.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestEndpointDeletedMidAttempt: an operator may delete an endpoint while an
+// attempt to it is in flight. Its deliveries go with it, so the attempt's
+// answer has nothing left to be recorded on: that is said at INFO, not
+// logged as an ERROR an operator would chase, and nothing is recorded.
+func TestEndpointDeletedMidAttempt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	keys := keyring(t)
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	defer srv.Close()
+	ep, _, err := dispatch.Create(ctx, pool, keys, local, "a", dispatch.NewEndpoint{URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeEvents(t, pool, "a", 1)
+	var logs logBuffer
+	d, err := dispatch.New(dispatch.Config{Pool: pool, Keys: keys, AllowedHosts: local, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		for {
+			n, err := d.Round(ctx)
+			if err != nil || n > 0 {
+				done <- err
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	select {
+	case <-arrived:
+	case <-time.After(pgtest.SettleTimeout): // a hang bound
+		t.Fatal("no attempt reached the receiver")
+	}
+	if _, err := dispatch.Delete(ctx, pool, "a", ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := logs.String(); strings.Contains(got, "level=ERROR") || !strings.Contains(got, "deleted during the attempt") {
+		t.Errorf("logs:\n%s\nwant no ERROR, and a line saying the endpoint was deleted during the attempt", got)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM webhook_attempts`); n != 0 {
+		t.Errorf("%d attempts recorded for a deleted endpoint", n)
 	}
 }

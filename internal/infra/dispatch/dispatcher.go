@@ -13,7 +13,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -444,7 +446,13 @@ func (d *Dispatcher) deliver(ctx, actx context.Context, c claimed) {
 			log.Warn("webhooks: delivery failed", "err", msg, "state", state)
 		}
 	}
-	if err != nil {
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.ForeignKeyViolation:
+		// An operator deleted the endpoint, and its deliveries with it,
+		// while this attempt was in flight: there is nothing to record on.
+		log.Info("webhooks: the endpoint was deleted during the attempt; nothing to record")
+	case err != nil:
 		log.Error("webhooks: record the attempt", "err", err)
 	}
 }
