@@ -73,10 +73,13 @@ func (c *Console) webhook(g *gin.Context) {
 	case "disabled":
 		d.Done = "Disabled. Nothing is sent to this endpoint until it is enabled; its deliveries wait."
 	case "redelivered":
-		n, _ := strconv.Atoi(g.Query("n"))
-		d.Done = "Queued " + strconv.Itoa(n) + " failed deliveries to be sent again."
-		if n == 1 {
-			d.Done = "Queued 1 failed delivery to be sent again."
+		switch n, _ := strconv.Atoi(g.Query("n")); n {
+		case 0:
+			d.Done = "Nothing to send: no delivery to this endpoint is failed, pending or parked."
+		case 1:
+			d.Done = "Sending 1 delivery now."
+		default:
+			d.Done = "Sending " + strconv.Itoa(n) + " deliveries now."
 		}
 	}
 	for _, x := range ds {
@@ -119,9 +122,11 @@ func (c *Console) setEnabled(g *gin.Context, enabled bool) {
 	c.webhookDone(g, err, url.Values{"done": {done}})
 }
 
-// redeliver sends the endpoint's failed deliveries again.
+// redeliver sends the endpoint's failed deliveries again, and its pending
+// and parked ones now rather than at their next attempt: what an operator
+// who presses it after a failing banner wants.
 func (c *Console) redeliver(g *gin.Context) {
-	n, err := dispatch.Redeliver(g.Request.Context(), c.pool, sessionOf(g).Tenant, g.Param("id"), 0, false)
+	n, err := dispatch.Redeliver(g.Request.Context(), c.pool, sessionOf(g).Tenant, g.Param("id"), 0, true)
 	c.webhookDone(g, err, url.Values{"done": {"redelivered"}, "n": {strconv.FormatInt(n, 10)}})
 }
 

@@ -137,7 +137,7 @@ func TestWebhookActions(t *testing.T) {
 	}{
 		{"disable", "Disabled.", false},
 		{"enable", "Enabled.", true},
-		{"redeliver", "Queued 1 failed delivery", true},
+		{"redeliver", "Sending 1 delivery now.", true},
 	}
 	for _, st := range steps {
 		resp, _ := c.do(http.MethodPost, "/console/webhooks/"+ep.ID+"/"+st.action, c.sameOrigin(), csrf)
@@ -151,6 +151,17 @@ func TestWebhookActions(t *testing.T) {
 	}
 	if failed, pending := count("failed"), count("pending"); failed != 0 || pending != 1 {
 		t.Errorf("after redeliver: %d failed, %d pending deliveries; want 0 and 1", failed, pending)
+	}
+
+	// With every delivery made, the button sends nothing and says so,
+	// instead of reporting a success.
+	if _, err := s.pool.Exec(t.Context(), `UPDATE webhook_deliveries SET state = 'delivered', finished_at = now() WHERE endpoint_id = $1`, ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	resp, _ := c.do(http.MethodPost, "/console/webhooks/"+ep.ID+"/redeliver", c.sameOrigin(), csrf)
+	_, body := c.do(http.MethodGet, resp.Header.Get("Location"), nil, nil)
+	if !strings.Contains(body, "Nothing to send") || strings.Contains(body, "Sending") {
+		t.Errorf("redeliver with nothing owed: the page does not say nothing was sent:\n%s", body)
 	}
 }
 
