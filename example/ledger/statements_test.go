@@ -12,5 +12,5 @@ import (
 // Citus distributes it.
 func TestEveryStatementRuns(t *testing.T) {
 	t.Parallel()
-	pgtest.RunsAll(t, ledger.Statements)
+	pgtest.RunsAll(t, ledger.Statements, ledger.Migrations)
 }

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"reflect"
 	"testing"
 
 	"github.com/tokend/tokend/internal/infra/store"
@@ -25,7 +26,8 @@ func TestEveryStatementRuns(t *testing.T) {
 		"behind": store.Statements().BehindSQL, "fan out": store.Statements().FanOutSQL, "claim lock": store.Statements().ClaimLockSQL, "claim lock timeout": store.Statements().ClaimLockTimeoutSQL, "claim": store.Statements().ClaimSQL,
 		"lock holders": store.Statements().LockHoldersSQL, "session mark": store.Statements().SessionMarkSQL, "backend pid": store.Statements().BackendPIDSQL,
 		"session read": store.Statements().SessionReadSQL, "sign out": store.Statements().SignOutSQL, "forget sign-outs": store.Statements().ForgetSignOutsSQL,
-		"signed out":  store.Statements().SignedOutSQL,
+		"signed out": store.Statements().SignedOutSQL,
+		"tables":     store.Statements().TablesSQL, "blockers": store.Statements().BlockersSQL, "superuser": store.Statements().SuperuserSQL,
 		"due tenants": store.Statements().DueTenantsSQL, "delivered": store.Statements().DeliveredSQL, "failed": store.Statements().FailedSQL, "undelivered": store.Statements().UndeliveredSQL,
 	})
 }
@@ -40,5 +42,17 @@ func TestWebhookOnceRuns(t *testing.T) {
 	}
 	if err := pgtest.Runs(t, pool, store.Statements().WebhookOnceSQL); err != nil {
 		t.Errorf("webhook once: %v", err)
+	}
+}
+
+// TestStatementsAreAllSet: every text Statements answers is set, so that no
+// statement test checks an empty string in place of the statement it names.
+func TestStatementsAreAllSet(t *testing.T) {
+	v := reflect.ValueOf(store.Statements())
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if f.Kind() == reflect.String && f.String() == "" {
+			t.Errorf("store.Statements().%s is empty", v.Type().Field(i).Name)
+		}
 	}
 }

@@ -477,7 +477,10 @@ func TestEventFeedIdleWaitersIssueNoStatements(t *testing.T) {
 	const waiters = 50
 	done := make(chan response, waiters)
 	for range waiters {
-		go func() { done <- a.get(key, "/v1/events?wait=10") }()
+		// The longest wait: under load, settling and the idle window below
+		// can take many seconds, and a waiter that gave up before the event
+		// is written would leave nobody to position it.
+		go func() { done <- a.get(key, "/v1/events?wait=30") }()
 	}
 	parked(t, hub, waiters)
 	settled(t, tracer, interval)

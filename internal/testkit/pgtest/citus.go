@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tokend/tokend/migrations"
 )
 
 // CitusDirEnv names the directory of a Citus cluster made by
@@ -312,9 +314,11 @@ func sampleArg(oid uint32) any {
 // RunsAll reports, as test errors by name, each of statements that does not
 // run (see Runs) on a fresh migrated database: the statement tests of every
 // package that holds SQL are this one call.
-func RunsAll(t *testing.T, statements map[string]string) {
+// The database has tokend's schema and, after it, the sets given: a
+// program's own tables.
+func RunsAll(t *testing.T, statements map[string]string, sets ...migrations.Set) {
 	t.Helper()
-	pool := NewPool(t)
+	pool := NewPoolWith(t, sets...)
 	for name, sql := range statements {
 		if err := Runs(t, pool, sql); err != nil {
 			t.Errorf("%s: %v", name, err)
