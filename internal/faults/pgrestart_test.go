@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokend/tokend/internal/testkit/pgcluster"
 	"github.com/tokend/tokend/internal/testkit/proctest"
 	"github.com/tokend/tokend/migrations"
 )
@@ -25,7 +26,7 @@ func TestPostgresRestartMidLoad(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pg := startCluster(t)
+	pg := pgcluster.Start(t)
 	dbURL := pg.URL("postgres")
 	if err := migrations.ApplyURL(ctx, dbURL); err != nil {
 		t.Fatal(err)
@@ -42,7 +43,7 @@ func TestPostgresRestartMidLoad(t *testing.T) {
 				t.Fatalf("only %d spends answered before the deadline", l.answered.Load())
 			}
 			restartAt := time.Now()
-			if err := pg.restart(mode); err != nil {
+			if err := pg.Restart(mode); err != nil {
 				t.Fatal(err)
 			}
 			pgBack := time.Since(restartAt)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tokend/tokend/internal/testkit/pgcluster"
 )
 
 // RedisServer is a throwaway redis-server of one scenario's own on a free
@@ -35,7 +37,7 @@ func StartRedis(t testing.TB) *RedisServer {
 		t.Skip("no redis-server on PATH")
 	}
 	dir := t.TempDir()
-	r := &RedisServer{t: t, bin: bin, dir: dir, Port: freePort(t)}
+	r := &RedisServer{t: t, bin: bin, dir: dir, Port: pgcluster.FreePort(t)}
 	if err := r.start(); err != nil {
 		t.Fatal(err)
 	}

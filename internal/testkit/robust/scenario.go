@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tokend/tokend/example/ledger"
+	"github.com/tokend/tokend/internal/testkit/pgcluster"
 	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/internal/testkit/proctest"
 	"github.com/tokend/tokend/migrations"
@@ -57,7 +58,7 @@ type Fault struct {
 type Env struct {
 	T       testing.TB
 	DBURL   string // the database, straight (keys, effects)
-	PG      *PGCluster
+	PG      *pgcluster.Cluster
 	Proxy   *Proxy
 	Redis   *RedisServer
 	Servers []*proctest.Server
@@ -210,7 +211,7 @@ func setup(ctx context.Context, t *testing.T, sc Scenario) *Env {
 	if os.Getenv("TOKEND_ROBUSTNESS_SHARED_PG") == "1" && !strings.HasPrefix(sc.Fault.Name, "pg-") {
 		e.DBURL = pgtest.NewURL(t)
 	} else {
-		e.PG = StartPGCluster(t)
+		e.PG = pgcluster.Start(t)
 		e.DBURL = e.PG.URL("postgres")
 		if _, err := migrations.ApplyURLCount(ctx, e.DBURL, migrations.Schema, ledger.Migrations); err != nil {
 			t.Fatal(err)

@@ -1,4 +1,7 @@
-package robust
+// Package pgcluster starts throwaway Postgres servers for tests: a
+// cluster of one test's own, for faults that must never reach the shared
+// server other tests use (a restart, a kill).
+package pgcluster
 
 import (
 	"bytes"
@@ -15,11 +18,8 @@ import (
 	"testing"
 )
 
-// PGCluster is a throwaway Postgres server of one scenario's own, for
-// faults that must never reach the shared server (a restart). It is the
-// faults package's cluster, which lives in test files that cannot be
-// imported.
-type PGCluster struct {
+// Cluster is a throwaway Postgres server of one test's own.
+type Cluster struct {
 	t      testing.TB
 	bindir string
 	dir    string
@@ -27,16 +27,16 @@ type PGCluster struct {
 	runAs  string // initdb refuses root: run as postgres then
 }
 
-// StartPGCluster initdb's a cluster in a fresh directory and starts it on a
+// Start initdb's a cluster in a fresh directory and starts it on a
 // free loopback port, trust auth for superuser postgres; it is removed when
 // t ends. Without server binaries t is skipped.
-func StartPGCluster(t testing.TB) *PGCluster {
+func Start(t testing.TB) *Cluster {
 	t.Helper()
 	bindir := pgBindir()
 	if bindir == "" {
 		t.Skip("no PostgreSQL server binaries (initdb, pg_ctl) in /usr/lib/postgresql/*/bin or on PATH")
 	}
-	c := &PGCluster{t: t, bindir: bindir}
+	c := &Cluster{t: t, bindir: bindir}
 	if os.Geteuid() == 0 {
 		c.runAs = "postgres"
 	}
@@ -61,7 +61,7 @@ func StartPGCluster(t testing.TB) *PGCluster {
 		t.Fatal(err)
 	}
 	for range 3 {
-		c.Port = freePort(t)
+		c.Port = FreePort(t)
 		if err = c.pgctl("-l", c.log(), "-o", "-p "+strconv.Itoa(c.Port), "start"); err == nil {
 			return c
 		}
@@ -71,17 +71,17 @@ func StartPGCluster(t testing.TB) *PGCluster {
 }
 
 // URL is the superuser's URL of database db.
-func (c *PGCluster) URL(db string) string {
+func (c *Cluster) URL(db string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.Port, db)
 }
 
 // Restart is `pg_ctl restart -m mode` (fast, immediate).
-func (c *PGCluster) Restart(mode string) error { return c.pgctl("-l", c.log(), "-m", mode, "restart") }
+func (c *Cluster) Restart(mode string) error { return c.pgctl("-l", c.log(), "-m", mode, "restart") }
 
-func (c *PGCluster) data() string { return filepath.Join(c.dir, "data") }
-func (c *PGCluster) log() string  { return filepath.Join(c.dir, "postgres.log") }
+func (c *Cluster) data() string { return filepath.Join(c.dir, "data") }
+func (c *Cluster) log() string  { return filepath.Join(c.dir, "postgres.log") }
 
-func (c *PGCluster) pgctl(args ...string) error {
+func (c *Cluster) pgctl(args ...string) error {
 	out, err := os.OpenFile(filepath.Join(c.dir, "pg_ctl.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -95,7 +95,7 @@ func (c *PGCluster) pgctl(args ...string) error {
 	return nil
 }
 
-func (c *PGCluster) command(name string, args ...string) *exec.Cmd {
+func (c *Cluster) command(name string, args ...string) *exec.Cmd {
 	path := filepath.Join(c.bindir, name)
 	var cmd *exec.Cmd
 	if c.runAs != "" {
@@ -107,7 +107,7 @@ func (c *PGCluster) command(name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-func (c *PGCluster) remove() {
+func (c *Cluster) remove() {
 	if c.t.Failed() {
 		c.t.Logf("throwaway postgres logs:\n%s", c.logTail())
 	}
@@ -119,7 +119,7 @@ func (c *PGCluster) remove() {
 	_ = os.RemoveAll(c.dir)
 }
 
-func (c *PGCluster) logTail() string {
+func (c *Cluster) logTail() string {
 	var b bytes.Buffer
 	for _, name := range []string{"pg_ctl.log", "postgres.log"} {
 		data, _ := os.ReadFile(filepath.Join(c.dir, name))
@@ -182,7 +182,8 @@ func appendFile(path, text string) error {
 	return f.Close()
 }
 
-func freePort(t testing.TB) int {
+// FreePort is a loopback port nothing listens on now.
+func FreePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
