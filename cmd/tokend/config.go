@@ -100,6 +100,11 @@ type serveConfig struct {
 	WebhookMaxAge       time.Duration
 	WebhookDisableAfter time.Duration
 	WebhookAllowedHosts []string
+	// WebhookProxy is TOKEND_WEBHOOK_PROXY as given; webhookProxy what it
+	// says, read with the standard proxy variables when it is "env".
+	WebhookProxy    string
+	webhookProxy    dispatch.ProxyFunc
+	webhookProxyErr error
 	// TOKEND_WEBHOOK_MAX_ENDPOINTS (endpoints per tenant, default 32),
 	// _SECRET_OVERLAP (a rotated-out secret signs beside the new one,
 	// default 24h), _ENDPOINT_CONCURRENCY and _TENANT_CONCURRENCY
@@ -157,6 +162,8 @@ func (c *serveConfig) bind(fs *flag.FlagSet, env envFlags) {
 		return nil
 	})
 	env["webhook-allowed-hosts"] = "TOKEND_WEBHOOK_ALLOWED_HOSTS"
+	fs.StringVar(&c.WebhookProxy, "webhook-proxy", "", "an http://host:port egress proxy webhooks go through, or env for HTTPS_PROXY, HTTP_PROXY and NO_PROXY; empty: direct (env TOKEND_WEBHOOK_PROXY)")
+	env["webhook-proxy"] = "TOKEND_WEBHOOK_PROXY"
 	fs.IntVar(&c.WebhookMaxEndpoints, "webhook-max-endpoints", dispatch.DefaultMaxEndpoints, "most webhook endpoints a tenant may register (env TOKEND_WEBHOOK_MAX_ENDPOINTS)")
 	env["webhook-max-endpoints"] = "TOKEND_WEBHOOK_MAX_ENDPOINTS"
 	fs.DurationVar(&c.WebhookSecretOverlap, "webhook-secret-overlap", dispatch.DefaultSecretOverlap, "how long a rotated-out webhook secret keeps signing beside the new one (env TOKEND_WEBHOOK_SECRET_OVERLAP)")
@@ -173,6 +180,7 @@ func (c *serveConfig) bind(fs *flag.FlagSet, env envFlags) {
 
 // readKeys takes the server keys from the environment.
 func (c *serveConfig) readKeys(getenv func(string) string) {
+	c.webhookProxy, c.webhookProxyErr = dispatch.ParseProxy(c.WebhookProxy, getenv)
 	c.SecretKey = getenv("TOKEND_SECRET_KEY")
 	c.PreviousSecretKeys = nil
 	// Comma-separated, or one per line (as a file of them is written most
@@ -235,6 +243,9 @@ func (c serveConfig) Validate() error {
 	}
 	if err := dispatch.CheckAllowedHosts(c.WebhookAllowedHosts); err != nil {
 		return fmt.Errorf("TOKEND_WEBHOOK_ALLOWED_HOSTS: %w", err)
+	}
+	if c.webhookProxyErr != nil {
+		return fmt.Errorf("TOKEND_WEBHOOK_PROXY: %w", c.webhookProxyErr)
 	}
 	for name, n := range map[string]int{"TOKEND_WEBHOOK_MAX_ENDPOINTS": c.WebhookMaxEndpoints,
 		"TOKEND_WEBHOOK_ENDPOINT_CONCURRENCY": c.WebhookEndpointConcurrency, "TOKEND_WEBHOOK_TENANT_CONCURRENCY": c.WebhookTenantConcurrency} {

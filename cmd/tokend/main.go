@@ -51,6 +51,7 @@ environment (a flag overrides its variable):
   TOKEND_WEBHOOK_MAX_AGE       serve: how long a webhook delivery is retried (default 24h)
   TOKEND_WEBHOOK_DISABLE_AFTER serve: disable an endpoint failing this long (default 72h)
   TOKEND_WEBHOOK_ALLOWED_HOSTS serve: comma-separated hosts, IPs and CIDRs webhooks may go to, even private (default any public address)
+  TOKEND_WEBHOOK_PROXY         serve: http://host:port egress proxy for webhooks, or env for HTTPS_PROXY/HTTP_PROXY/NO_PROXY (default direct)
   TOKEND_WEBHOOK_MAX_ENDPOINTS serve: webhook endpoints a tenant may register (default 32)
   TOKEND_WEBHOOK_SECRET_OVERLAP serve: a rotated-out webhook secret signs beside the new one (default 24h)
   TOKEND_WEBHOOK_ENDPOINT_CONCURRENCY serve: deliveries in flight per endpoint, all instances (default 4)

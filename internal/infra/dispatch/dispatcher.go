@@ -89,7 +89,11 @@ type Config struct {
 	// Forbidden; not empty, only to the hosts named (whatever they resolve
 	// to) and the addresses listed, forbidden or not. Default: empty.
 	AllowedHosts []string
-	Logger       *slog.Logger // defaults to slog.Default()
+	// Proxy (TOKEND_WEBHOOK_PROXY, read by ParseProxy) sends deliveries
+	// through an egress proxy, as a CONNECT tunnel to the address the guard
+	// allowed. Default: nil, every delivery connects directly.
+	Proxy  ProxyFunc
+	Logger *slog.Logger // defaults to slog.Default()
 
 	// lookup and control replace the resolver and the dialer's check in
 	// tests, so that no test asks a DNS server or connects outside loopback.
@@ -144,7 +148,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	d := &Dispatcher{
 		cfg:  cfg,
 		log:  cmp.Or(cfg.Logger, slog.Default()),
-		send: newSender(cfg.Timeout, p, cfg.lookup, cfg.control),
+		send: newSender(cfg.Timeout, p, cfg.lookup, cfg.control, cfg.Proxy),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "tokend", Subsystem: "webhook", Name: "attempts_total",
 			Help: "Webhook delivery attempts, by result: delivered, refused (a non-2xx answer), throttled (429 or 503 with Retry-After), gone (410: the endpoint is disabled), error (no answer) or not_allowed (an address deliveries may not go to).",

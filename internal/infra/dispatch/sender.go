@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"syscall"
 	"time"
 )
@@ -45,9 +46,10 @@ type lookupFunc func(ctx context.Context, host string) ([]netip.Addr, error)
 type sender struct {
 	http    *http.Client
 	timeout time.Duration
+	proxy   ProxyFunc // nil: every delivery connects directly
 }
 
-func newSender(timeout time.Duration, p policy, lookup lookupFunc, control func(context.Context, string, string, syscall.RawConn) error) *sender {
+func newSender(timeout time.Duration, p policy, lookup lookupFunc, control func(context.Context, string, string, syscall.RawConn) error, proxy ProxyFunc) *sender {
 	if lookup == nil {
 		lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
@@ -57,6 +59,9 @@ func newSender(timeout time.Duration, p policy, lookup lookupFunc, control func(
 		control = p.control
 	}
 	dialer := &net.Dialer{Timeout: min(timeout, 5*time.Second), ControlContext: control}
+	// The operator named the proxy: it is dialed without the guard, which
+	// judges the addresses it is asked to tunnel to instead.
+	proxyDialer := &net.Dialer{Timeout: dialer.Timeout}
 	tr := &http.Transport{
 		Proxy: nil, // deliveries go where the endpoint says, not through a proxy of the environment
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -74,11 +79,20 @@ func newSender(timeout time.Duration, p policy, lookup lookupFunc, control func(
 				return nil, err
 			}
 			// Every address is dialed as a literal, so the dialer resolves
-			// nothing again and control judges each one.
+			// nothing again and control judges each one. Through a proxy,
+			// control judges the address before the proxy is asked to
+			// tunnel to that same literal.
+			via, _ := ctx.Value(viaProxyKey{}).(*url.URL)
 			err = &net.DNSError{Err: "no address", Name: host, IsNotFound: true}
 			for _, a := range addrs {
+				target := net.JoinHostPort(a.Unmap().String(), port)
 				var c net.Conn
-				if c, err = dialer.DialContext(ctx, network, net.JoinHostPort(a.Unmap().String(), port)); err == nil {
+				if via == nil {
+					c, err = dialer.DialContext(ctx, network, target)
+				} else if err = control(ctx, network, target, nil); err == nil {
+					c, err = tunnel(ctx, proxyDialer, via, target)
+				}
+				if err == nil {
 					return c, nil
 				}
 			}
@@ -90,7 +104,7 @@ func newSender(timeout time.Duration, p policy, lookup lookupFunc, control func(
 		MaxIdleConnsPerHost:    4,
 		IdleConnTimeout:        90 * time.Second,
 	}
-	return &sender{timeout: timeout, http: &http.Client{
+	return &sender{timeout: timeout, proxy: proxy, http: &http.Client{
 		Transport:     tr,
 		Timeout:       timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -109,6 +123,15 @@ func (s *sender) send(ctx context.Context, url string, header http.Header, body 
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return answer{}, errors.New("invalid request")
+	}
+	if s.proxy != nil {
+		via, err := s.proxy(req.URL)
+		if err != nil {
+			return answer{}, errProxy
+		}
+		if via != nil {
+			req = req.WithContext(context.WithValue(ctx, viaProxyKey{}, via))
+		}
 	}
 	req.Header = header
 	req.Header.Set("Content-Type", "application/json")
@@ -140,6 +163,8 @@ func describe(err error) error {
 	switch {
 	case errors.Is(err, ErrAddressNotAllowed):
 		return ErrAddressNotAllowed
+	case errors.Is(err, errProxy):
+		return errProxy
 	case errors.As(err, &dns):
 		return errDNS
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():

@@ -29,7 +29,7 @@ func TestAnswerHeadersAreBounded(t *testing.T) {
 		w.Header().Set("X-Pad", strings.Repeat("v", 32<<10))
 	}))
 	defer small.Close()
-	s := newSender(5*time.Second, policy{nets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, nil, nil)
+	s := newSender(5*time.Second, policy{nets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, nil, nil, nil)
 	if _, err := s.send(context.Background(), rec.URL, http.Header{}, []byte(`{}`)); err == nil {
 		t.Fatal("100 KiB of answer headers read: want a failed attempt")
 	}
