@@ -107,7 +107,15 @@ const allowSuperuserVar = "TOKEND_ALLOW_SUPERUSER"
 // cluster. Allowed, it says so in the log. docs/operations.md has the
 // runtime role's grants.
 func (c dbConfig) checkRole(ctx context.Context, allowed bool, log *slog.Logger) error {
-	conn, err := c.connect(ctx)
+	cc, err := db.ConnConfig(c.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	// The simple protocol: no prepared statement that a transaction pooler
+	// could leave on a backend another connection gets next, turning this
+	// check into an error before checkSession tells that case in its words.
+	cc.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
