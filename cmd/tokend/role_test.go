@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tokend/tokend/internal/testkit/ledgertest"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/internal/testkit/proctest"
 )
 
@@ -48,6 +49,10 @@ func TestServeRefusesASuperuser(t *testing.T) {
 // spends and reads the feed, and logs no ERROR.
 func TestRuntimeRoleServes(t *testing.T) {
 	t.Parallel()
+	if pgtest.Citus() {
+		// docs/operations.md says why: the workers' sequences.
+		t.Skip("the runtime role's grants are for a single Postgres; on Citus the workers' event sequence needs its own")
+	}
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
