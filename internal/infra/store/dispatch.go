@@ -83,7 +83,7 @@ const endpointDeleteSQL = `DELETE FROM webhook_endpoints WHERE tenant_id = $1 AN
 const redeliverSQL = `
 WITH u AS (
     UPDATE webhook_deliveries d
-    SET state = CASE WHEN w.enabled OR (d.state = 'pending' AND d.leased_until > now()) THEN 'pending' ELSE 'parked' END,
+    SET state = CASE WHEN w.enabled OR (d.state = 'pending' AND d.leased_until > (SELECT now())) THEN 'pending' ELSE 'parked' END,
         next_attempt_at = now(),
         created_at = CASE WHEN d.state = 'pending' THEN d.created_at ELSE (SELECT now()) END,
         leased_until = CASE WHEN d.state = 'pending' THEN d.leased_until END,
