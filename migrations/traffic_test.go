@@ -76,6 +76,11 @@ func TestMigrationTakesLocksInTheTrafficsOrder(t *testing.T) {
 // apply fails naming it, and leaves the migration wholly unapplied.
 func TestMigrationRetriesALockWait(t *testing.T) {
 	t.Parallel()
+	if pgtest.Citus() {
+		// On Citus no table is locked up front (docs/citus.md): the wait
+		// that runs out is a statement's, whose holder is not looked up.
+		t.Skip("on Citus the runner locks no table up front and names no holder")
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	conn, url := pgtest.ConnAt(t, 13)

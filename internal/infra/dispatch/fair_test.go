@@ -351,6 +351,12 @@ func TestIdleRoundCostsNoStatementPerTenant(t *testing.T) {
 // instead of waiting behind it with the claim lock held.
 func TestClaimSkipsATenantWhoseRowsAreLocked(t *testing.T) {
 	t.Parallel()
+	if pgtest.Citus() {
+		// The claim's lock_timeout, set in its savepoint on the
+		// coordinator, does not bound the wait on the worker holding the
+		// rows: docs/webhooks.md says so.
+		t.Skip("on Citus a tenant's locked rows still hold its claim until they are released")
+	}
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	keys := keyring(t)
