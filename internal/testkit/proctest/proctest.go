@@ -233,16 +233,24 @@ func CreateKey(t testing.TB, databaseURL, tenant, role string) string {
 // databaseEnv is how a tokend process reaches databaseURL. scripts/test's
 // deployment pass sets TOKEND_TEST_PGBOUNCER_ADDR: the process then goes
 // through that PgBouncer in transaction pooling, as in production behind
-// one, with its sessions (migrations, LISTEN) straight to Postgres.
+// one, with its sessions (migrations, LISTEN) straight to Postgres. That
+// PgBouncer fronts the shared test server only (TOKEND_TEST_DATABASE_URL's):
+// a database on any other server (a throwaway cluster) is reached straight.
 func databaseEnv(databaseURL string) []string {
 	addr := os.Getenv("TOKEND_TEST_PGBOUNCER_ADDR")
 	u, err := url.Parse(databaseURL)
-	if addr == "" || err != nil {
+	if addr == "" || err != nil || !onSharedServer(u) {
 		return []string{"TOKEND_DATABASE_URL=" + databaseURL}
 	}
 	u.Host = addr
 	return []string{"TOKEND_DATABASE_URL=" + u.String(), "TOKEND_DATABASE_POOLING=transaction",
 		"TOKEND_DATABASE_SESSION_URL=" + databaseURL}
+}
+
+// onSharedServer reports whether u names the server PgBouncer fronts.
+func onSharedServer(u *url.URL) bool {
+	shared, err := url.Parse(os.Getenv("TOKEND_TEST_DATABASE_URL"))
+	return err == nil && shared.Host != "" && shared.Host == u.Host
 }
 
 // WaitHealthy polls url's /healthz until it answers 200 or timeout passes.
