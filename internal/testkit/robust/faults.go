@@ -3,6 +3,7 @@ package robust
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -214,6 +215,22 @@ var Faults = map[string]Fault{
 	// checked too.
 	"sweeper-kill9": {Name: "sweeper-kill9", Webhooks: true, Sweep: 200 * time.Millisecond, Expiring: 50, ShortLeases: true,
 		Aimed: true, Every: 2 * time.Second, Inject: func(ctx context.Context, e *Env, r *rand.Rand) error { return e.killSweeper(ctx, r) }},
+	// One instance's clock stepped: restarted with its process clock
+	// (internal/infra/clock, a tokend_faketime build) moved by up to a
+	// day either way, so the instances disagree by that much while the
+	// traffic runs. tokend decides expiry, lease end and retention by
+	// Postgres's now(), so no answer may change (docs/robustness.md, "The
+	// clock step", says what this covers and what it does not).
+	"clock-step": {Name: "clock-step", BuildTags: "tokend_faketime", Expiring: 50, ShortLeases: true, Every: 2 * time.Second,
+		Inject: func(ctx context.Context, e *Env, r *rand.Rand) error {
+			step := []string{"-25h", "-1h", "-30s", "0s", "30s", "1h", "25h"}[r.IntN(7)]
+			e.restartInstance(ctx, r, func(i int) {
+				e.T.Logf("clock-step: instance %d restarts with its clock at %s", i, step)
+				e.Servers[i].SetEnv(append(slices.Clone(e.env), "TOKEND_FAKETIME_OFFSET="+step))
+				_ = e.Servers[i].Stop()
+			})
+			return nil
+		}},
 	// The webhook dispatcher killed with a delivery in flight.
 	"webhook-kill9": {Name: "webhook-kill9", Webhooks: true, Expiring: 30, ShortLeases: true,
 		Aimed: true, Every: 2 * time.Second, Inject: func(ctx context.Context, e *Env, r *rand.Rand) error { return e.killDispatcher(ctx, r) }},
@@ -222,7 +239,7 @@ var Faults = map[string]Fault{
 // FaultNames is every fault, in the order the long pass runs them.
 var FaultNames = []string{"none", "kill9", "sigterm", "pg-restart-fast", "pg-restart-immediate",
 	"net-reset", "net-blackhole", "net-latency", "redis-kill", "redis-flush", "redis-old-snapshot",
-	"pgbouncer-restart", "pgbouncer-kill9", "sweeper-kill9", "webhook-kill9"}
+	"pgbouncer-restart", "pgbouncer-kill9", "sweeper-kill9", "webhook-kill9", "clock-step"}
 
 // pgbouncerMissing says why the PgBouncer scenarios cannot run here, "" if
 // they can.

@@ -101,10 +101,14 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 	r.mu.Unlock()
 }
 
-// Register registers the receiver as the tenant's webhook endpoint for
-// every event type, with the operator key op.
-func (r *Receiver) Register(ctx context.Context, t testing.TB, base, op string) {
-	body := fmt.Sprintf(`{"url":%q}`, r.srv.URL)
+// URL is the receiver's address.
+func (r *Receiver) URL() string { return r.srv.URL }
+
+// Register registers hookURL (the receiver's URL, or a layer before it) as
+// the tenant's webhook endpoint for every event type, with the operator
+// key op.
+func (r *Receiver) Register(ctx context.Context, t testing.TB, base, op, hookURL string) {
+	body := fmt.Sprintf(`{"url":%q}`, hookURL)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/admin/webhooks", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+op)
 	req.Header.Set("Content-Type", "application/json")
@@ -157,13 +161,27 @@ func (r *Receiver) Hold(ctx context.Context, wait time.Duration) (heldDelivery, 
 
 // Check waits until every event of the feed was delivered at least once
 // (the dispatchers redeliver what a dead one left in flight once its lease
-// runs out), for at most two minutes, and says what is wrong: an event
+// runs out), for at most two minutes and while deliveries still come (20 s
+// without one ends the wait), and says what is wrong: an event
 // never delivered, a delivery of an event the feed does not hold or that
-// differs from it, a delivery that failed verification.
-func (r *Receiver) Check(ctx context.Context, t testing.TB, feed []Event) []string {
+// differs from it, a delivery that failed verification. readFeed reads
+// the whole feed; it is read again until it stops growing, since the
+// sweeper goes on expiring tokens and lapsing leases after the traffic.
+func (r *Receiver) Check(ctx context.Context, t testing.TB, readFeed func() []Event) []string {
 	deadline := time.Now().Add(2 * time.Minute)
 	var missing []string
+	var feed []Event
+	lastCount, lastProgress := -1, time.Now()
 	for {
+		r.mu.Lock()
+		if r.received != lastCount {
+			lastCount, lastProgress = r.received, time.Now()
+		}
+		r.mu.Unlock()
+		grown := false
+		if fresh := readFeed(); len(fresh) != len(feed) {
+			feed, grown = fresh, true
+		}
 		missing = missing[:0]
 		r.mu.Lock()
 		for _, e := range feed {
@@ -172,10 +190,10 @@ func (r *Receiver) Check(ctx context.Context, t testing.TB, feed []Event) []stri
 			}
 		}
 		r.mu.Unlock()
-		if len(missing) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+		if len(missing) == 0 && !grown || time.Now().After(deadline) || time.Since(lastProgress) > 20*time.Second || ctx.Err() != nil {
 			break
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -185,7 +203,7 @@ func (r *Receiver) Check(ctx context.Context, t testing.TB, feed []Event) []stri
 			problems = append(problems, fmt.Sprintf("webhooks: … and %d more events never delivered", len(missing)-10))
 			break
 		}
-		problems = append(problems, fmt.Sprintf("webhooks: event %s is in the feed but was never delivered (answered 2xx) within 2 minutes: a lost delivery", id))
+		problems = append(problems, fmt.Sprintf("webhooks: event %s is in the feed but was never delivered (answered 2xx): a lost delivery", id))
 	}
 	inFeed := map[string]Event{}
 	for _, e := range feed {

@@ -40,6 +40,9 @@ type Scenario struct {
 	// deliberately broken layer, for tests that the checker catches what
 	// it breaks. It returns the URL to send to instead of upstream.
 	Front func(t testing.TB, upstream string) string
+	// HookFront, if set, stands between tokend's dispatchers and the
+	// webhook receiver, as Front does before the instances.
+	HookFront func(t testing.TB, upstream string) string
 	// Neighbours adds another database's load on the same Postgres server
 	// (short transactions, and some held open up to 1.5 s), as a shared
 	// server has.
@@ -63,8 +66,10 @@ type Fault struct {
 	Sweep       time.Duration
 	Expiring    int
 	ShortLeases bool
-	// Env is extra environment for every instance.
-	Env []string
+	// Env is extra environment for every instance; BuildTags the build
+	// they run (proctest.Options.BuildTags).
+	Env       []string
+	BuildTags string
 	// Aimed: each kill waits for its target (a sweep round, a delivery in
 	// flight); a run where none landed fails.
 	Aimed  bool
@@ -86,6 +91,7 @@ type Env struct {
 	mu    sync.Mutex
 	down  map[int]bool // instances stopped by a fault and not yet restarted
 	snap  string       // the Redis snapshot an old-snapshot fault restores
+	env   []string     // every instance's extra environment
 	count atomic.Int64 // faults injected
 	aimed atomic.Int64 // kills that hit what the fault aims at (a sweep round, a delivery)
 }
@@ -140,7 +146,11 @@ func run(t *testing.T, sc Scenario, d time.Duration, seed uint64) Result {
 		declareLease(ctx, t, urls[0], op, shortLeaseOperation, 1)
 	}
 	if sc.Fault.Webhooks {
-		e.Hooks.Register(ctx, t, urls[0], op)
+		hookURL := e.Hooks.URL()
+		if sc.HookFront != nil {
+			hookURL = sc.HookFront(t, hookURL)
+		}
+		e.Hooks.Register(ctx, t, urls[0], op, hookURL)
 	}
 
 	h := NewHistory()
@@ -191,7 +201,7 @@ func run(t *testing.T, sc Scenario, d time.Duration, seed uint64) Result {
 	t.Logf("%s: %d faults injected; %s; %d events in the feed; %d requests refused at connect (not recorded)",
 		sc.Name, e.count.Load(), summarize(ops), len(feed), notSent.Load())
 	if e.Hooks != nil {
-		res.Problems = append(res.Problems, e.Hooks.Check(ctx, t, feed)...)
+		res.Problems = append(res.Problems, e.Hooks.Check(ctx, t, func() []Event { return readFeed(ctx, t, urls[0], key, e.DBURL, tenant) })...)
 	}
 	if sc.Fault.Inject != nil && e.count.Load() == 0 {
 		t.Errorf("no fault was injected in %v: this run proved nothing about %s", d, sc.Fault.Name)
@@ -294,8 +304,10 @@ func setup(ctx context.Context, t *testing.T, sc Scenario) *Env {
 	// TOKEND_DATABASE_URL is given explicitly: proctest's own routing
 	// (through the deployment pass's PgBouncer) is for the shared server.
 	env = append(append(env, "TOKEND_DATABASE_URL="+tokendURL), sc.Fault.Env...)
+	e.env = env
 	for range sc.Instances {
-		e.Servers = append(e.Servers, proctest.Start(t, proctest.Options{DatabaseURL: tokendURL, RedisURL: redisURL, Env: env}))
+		e.Servers = append(e.Servers, proctest.Start(t, proctest.Options{DatabaseURL: tokendURL, RedisURL: redisURL, Env: env,
+			BuildTags: sc.Fault.BuildTags}))
 	}
 	return e
 }
