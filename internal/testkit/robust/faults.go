@@ -2,6 +2,7 @@ package robust
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -91,7 +92,7 @@ func (e *Env) killSweeper(ctx context.Context, r *rand.Rand) error {
 				e.killAt(ctx, r, i)
 				return nil
 			}
-		} else if err != nil && err != pgx.ErrNoRows {
+		} else if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
 		time.Sleep(2 * time.Millisecond)
