@@ -198,8 +198,17 @@ func run(t *testing.T, sc Scenario, d time.Duration, seed uint64) Result {
 	feed := readFeed(ctx, t, urls[0], key, e.DBURL, tenant)
 	led := readLedger(ctx, t, e.DBURL, tenant)
 	res := Check(ops, Observed{Feed: feed, Ledger: led, Tokens: readTokens(ctx, t, e.DBURL, tenant)}, artifactDir(t))
-	t.Logf("%s: %d faults injected; %s; %d events in the feed; %d requests refused at connect (not recorded)",
-		sc.Name, e.count.Load(), summarize(ops), len(feed), notSent.Load())
+	expired, unknown := 0, 0
+	for _, ev := range feed {
+		switch {
+		case ev.To == "expired":
+			expired++
+		case ev.From == "pending" && ev.To == "unknown":
+			unknown++
+		}
+	}
+	t.Logf("%s: %d faults injected; %s; %d events in the feed (%d expiries, %d pending->unknown: reported or lapsed); %d requests refused at connect (not recorded)",
+		sc.Name, e.count.Load(), summarize(ops), len(feed), expired, unknown, notSent.Load())
 	if e.Hooks != nil {
 		res.Problems = append(res.Problems, e.Hooks.Check(ctx, t, func() []Event { return readFeed(ctx, t, urls[0], key, e.DBURL, tenant) })...)
 	}
