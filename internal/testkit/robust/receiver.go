@@ -22,8 +22,8 @@ import (
 )
 
 // Receiver is a webhook endpoint of the kit's own. It verifies every
-// delivery and counts, by event id, those it answered 2xx on a connection
-// still open: a delivery cut by its sender's death does not count. Armed,
+// delivery and counts, by event id, those it answered 2xx: a held delivery
+// whose sender died before the answer does not count. Armed,
 // it holds the next delivery until released, so that a fault can kill the
 // instance whose dispatcher sent it while it is in flight.
 type Receiver struct {
@@ -75,26 +75,18 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		h := heldDelivery{from: req.RemoteAddr, release: make(chan struct{})}
 		hold <- h
 		<-h.release
-		// The kill closed the sender's end: give the server a moment to
-		// see it.
+		// A kill closed the sender's end: give the server a moment to see
+		// it. Such a delivery is answered to no one and does not count.
 		select {
 		case <-req.Context().Done():
+			r.mu.Lock()
+			r.cut++
+			r.mu.Unlock()
+			return
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	// Answer, then see whether the sender is still there to read it: a
-	// killed sender's connection is closed, and its delivery never
-	// recorded as done.
 	w.WriteHeader(http.StatusNoContent)
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
-	}
-	if req.Context().Err() != nil {
-		r.mu.Lock()
-		r.cut++
-		r.mu.Unlock()
-		return
-	}
 	r.mu.Lock()
 	r.delivered[d.Data.ID]++
 	r.events[d.Data.ID] = d.Data
