@@ -170,7 +170,9 @@ func (s *Server) start() {
 		// Tests connect as the server's superuser.
 		"TOKEND_ALLOW_SUPERUSER=1",
 	)
+	s.mu.Lock()
 	cmd.Env = append(cmd.Env, s.opts.Env...)
+	s.mu.Unlock()
 	logs := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = &lockedWriter{w: logs, mu: &s.mu}, &lockedWriter{w: logs, mu: &s.mu}
 	if err := cmd.Start(); err != nil {
@@ -205,6 +207,24 @@ func (s *Server) signal(sig syscall.Signal) error {
 
 // Restart starts the process again on the same address after Kill or Stop.
 func (s *Server) Restart() { s.t.Helper(); s.start() }
+
+// SetEnv replaces the extra KEY=VALUE pairs (Options.Env) the next Restart
+// starts the process with; the running process keeps its own.
+func (s *Server) SetEnv(env []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.opts.Env = env
+}
+
+// Pid is the running process's id, 0 when it is stopped.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
 
 // Logs returns what the process wrote so far.
 func (s *Server) Logs() string {

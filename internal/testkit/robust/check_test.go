@@ -34,7 +34,28 @@ var (
 
 	evIssued   = Event{ID: "e1", Position: 1, TokenID: "tok_a", To: "issued"}
 	evConsumed = Event{ID: "e2", Position: 2, TokenID: "tok_a", From: "issued", To: "consumed"}
+
+	// A lease of 1 s granted at 20 ms, ending at 1020 ms, whose holder
+	// never reports: the sweeper lapses it to unknown.
+	shortIssueIn = Input{Kind: KindIssue, Intent: "i1", Lease: true, ShortLease: true}
+	shortSpendIn = Input{Kind: KindSpend, Intent: "i1", Lease: true, ShortLease: true, PayloadOK: true}
+	shortLeased  = Output{Status: 202, State: "pending", Gen: 1, LeaseEnd: 1020 * 1e6}
+	shortGetIn   = Input{Kind: KindGet, Intent: "i1", Lease: true, ShortLease: true}
+	evPending    = Event{ID: "e2", Position: 2, TokenID: "tok_a", From: "issued", To: "pending", Generation: 1}
+	evLapsed     = Event{ID: "e3", Position: 3, TokenID: "tok_a", From: "pending", To: "unknown", Generation: 1}
 )
+
+// lapsed is a lease granted at 20 ms, read pending, and read again at 2 s:
+// unknown, with the lapse in the feed and no report. short says whether
+// the lease is the 1 s one, kind whether the reads are GETs or lists.
+func lapsed(short bool, kind Kind) *hb {
+	issue, spend, get := shortIssueIn, shortSpendIn, shortGetIn
+	issue.ShortLease, spend.ShortLease, get.ShortLease = short, short, short
+	get.Kind = kind
+	return (&hb{}).add(0, 0, 10, issue, issueOut).add(0, 20, 30, spend, shortLeased).
+		add(1, 40, 50, get, Output{Status: 200, ID: "tok_a", State: "pending", Gen: 1}).
+		add(1, 2000, 2010, get, Output{Status: 200, ID: "tok_a", State: "unknown", Gen: 1})
+}
 
 // A correct history passes, answers that never arrived included.
 func TestCheckAcceptsCorrectHistories(t *testing.T) {
@@ -59,6 +80,12 @@ func TestCheckAcceptsCorrectHistories(t *testing.T) {
 			(&hb{}).add(0, 0, 10, issueIn, issueOut).add(0, 20, 30, spendIn, Output{Unknown: true, Err: "connection reset"}).
 				add(1, 40, 50, getIn, Output{Status: 200, ID: "tok_a", State: "consumed"}),
 			[]Event{evIssued, evConsumed}, map[string]int64{"i1": 5},
+		},
+		"a 1 s lease lapses to unknown with no report": {
+			lapsed(true, KindGet), []Event{evIssued, evPending, evLapsed}, nil,
+		},
+		"a list sees a lapsed lease": {
+			lapsed(true, KindList), []Event{evIssued, evPending, evLapsed}, nil,
 		},
 		"an unanswered spend that did not happen": {
 			(&hb{}).add(0, 0, 10, issueIn, issueOut).add(0, 20, 30, spendIn, Output{Unknown: true, Err: "timeout"}).
@@ -113,6 +140,29 @@ func TestCheckRejectsBrokenHistories(t *testing.T) {
 			ledger: map[string]int64{"i1": 5},
 			linear: true,
 			want:   []string{"spend(i1, atomic, payload ok) -> 200", "no issued->consumed event is in the feed: a lost event", "ledger: account i1 holds 5, want 0"},
+		},
+		"an hour-long lease lapses with no report": {
+			h:    lapsed(false, KindGet),
+			feed: []Event{evIssued, evPending, evLapsed},
+			want: []string{"intent i1: Illegal", "get(i1) -> 200 id=tok_a state=unknown gen=1", "every request that could make that change was refused"},
+		},
+		"a 1 s lease read unknown before it ends": {
+			h: (&hb{}).add(0, 0, 10, shortIssueIn, issueOut).add(0, 20, 30, shortSpendIn, shortLeased).
+				add(1, 500, 510, shortGetIn, Output{Status: 200, ID: "tok_a", State: "unknown", Gen: 1}),
+			feed: []Event{evIssued, evPending, evLapsed},
+			want: []string{"intent i1: Illegal", "get(i1) -> 200 id=tok_a state=unknown gen=1"},
+		},
+		"stale list: a list answers issued after a spend was answered 200": {
+			h: (&hb{}).add(0, 0, 10, issueIn, issueOut).add(0, 20, 30, spendIn, spendOut).
+				add(1, 40, 50, Input{Kind: KindList, Intent: "i1"}, Output{Status: 200, ID: "tok_a", State: "issued"}),
+			feed: []Event{evIssued, evConsumed}, ledger: map[string]int64{"i1": 5},
+			want: []string{"intent i1: Illegal", `list(i1, state filter "") -> 200 id=tok_a state=issued`},
+		},
+		"a list filtered by state answers another": {
+			h: (&hb{}).add(0, 0, 10, issueIn, issueOut).
+				add(1, 40, 50, Input{Kind: KindList, Intent: "i1", Filter: "consumed"}, Output{Status: 200, ID: "tok_a", State: "issued"}),
+			feed: []Event{evIssued},
+			want: []string{"intent i1: Illegal", `list(i1, state filter "consumed") -> 200 id=tok_a state=issued`},
 		},
 		"event for a refused spend": {
 			h: (&hb{}).add(0, 0, 10, issueIn, issueOut).

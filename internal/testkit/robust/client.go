@@ -124,13 +124,20 @@ func (c *Client) record(in Input, a answer, out Output) Output {
 type intent struct {
 	name   string
 	lease  bool
+	short  bool // lease of 1 s (shortLeaseOperation)
 	amount int64
 	ttl    int
 }
 
-const leaseOperation = "robust.lease"
+const (
+	leaseOperation      = "robust.lease"
+	shortLeaseOperation = "robust.shortlease" // 1 s leases; lapsed ones go unknown
+)
 
 func (it *intent) operation() string {
+	if it.short {
+		return shortLeaseOperation
+	}
 	if it.lease {
 		return leaseOperation
 	}
@@ -163,7 +170,7 @@ func (c *Client) Issue(ctx context.Context, it *intent, fingerprint int) Output 
 		_ = json.Unmarshal(a.body, &b)
 		out.ID, out.Secret, out.State, out.ExpiresAt = b.ID, b.Token, b.State, b.ExpiresAt.UnixNano()
 	}
-	return c.record(Input{Kind: KindIssue, Intent: it.name, Lease: it.lease, Fingerprint: fingerprint}, a, out)
+	return c.record(Input{Kind: KindIssue, Intent: it.name, Lease: it.lease, ShortLease: it.short, Fingerprint: fingerprint}, a, out)
 }
 
 // Spend sends POST /v1/tokens/consume with the token's secret.
@@ -173,16 +180,20 @@ func (c *Client) Spend(ctx context.Context, it *intent, secret string, payloadOK
 	out := a.output()
 	if !out.Unknown {
 		var b struct {
-			State      string `json:"state"`
-			Generation int64  `json:"generation"`
+			State      string     `json:"state"`
+			Generation int64      `json:"generation"`
+			LeaseEnd   *time.Time `json:"lease_expires_at"`
 		}
 		if a.status < 300 || out.Replayed {
 			out.Body = string(a.body)
 			_ = json.Unmarshal(a.body, &b)
 			out.State, out.Gen = b.State, b.Generation
+			if b.LeaseEnd != nil {
+				out.LeaseEnd = b.LeaseEnd.UnixNano()
+			}
 		}
 	}
-	return c.record(Input{Kind: KindSpend, Intent: it.name, Lease: it.lease, PayloadOK: payloadOK, Amount: it.amount}, a, out)
+	return c.record(Input{Kind: KindSpend, Intent: it.name, Lease: it.lease, ShortLease: it.short, PayloadOK: payloadOK, Amount: it.amount}, a, out)
 }
 
 // Report sends complete, fail or unknown for a lease holder of generation gen.
@@ -197,13 +208,13 @@ func (c *Client) Report(ctx context.Context, it *intent, id string, kind Kind, g
 	}
 	a := c.send(ctx, http.MethodPost, "/v1/tokens/"+id+"/"+path, c.Key, "", body)
 	out := c.stateOf(a)
-	return c.record(Input{Kind: kind, Intent: it.name, Lease: true, Generation: gen}, a, out)
+	return c.record(Input{Kind: kind, Intent: it.name, Lease: true, ShortLease: it.short, Generation: gen}, a, out)
 }
 
 // Revoke is the operator's POST /v1/admin/tokens/{id}/revoke.
 func (c *Client) Revoke(ctx context.Context, it *intent, id string) Output {
 	a := c.send(ctx, http.MethodPost, "/v1/admin/tokens/"+id+"/revoke", c.Operator, "", map[string]any{"reason": "robustness"})
-	return c.record(Input{Kind: KindRevoke, Intent: it.name, Lease: it.lease}, a, c.stateOf(a))
+	return c.record(Input{Kind: KindRevoke, Intent: it.name, Lease: it.lease, ShortLease: it.short}, a, c.stateOf(a))
 }
 
 // Reconcile is the operator's POST /v1/admin/tokens/{id}/reconcile.
@@ -213,7 +224,7 @@ func (c *Client) Reconcile(ctx context.Context, it *intent, id, outcome string) 
 		body["status"], body["result"] = 200, map[string]any{"reconciled": it.name}
 	}
 	a := c.send(ctx, http.MethodPost, "/v1/admin/tokens/"+id+"/reconcile", c.Operator, "", body)
-	return c.record(Input{Kind: KindReconcile, Intent: it.name, Lease: it.lease, Outcome: outcome}, a, c.stateOf(a))
+	return c.record(Input{Kind: KindReconcile, Intent: it.name, Lease: it.lease, ShortLease: it.short, Outcome: outcome}, a, c.stateOf(a))
 }
 
 // Get is GET /v1/tokens/{id}.
@@ -227,7 +238,7 @@ func (c *Client) Get(ctx context.Context, it *intent, id string) Output {
 		_ = json.Unmarshal(a.body, &b)
 		out.ID = b.ID
 	}
-	return c.record(Input{Kind: KindGet, Intent: it.name, Lease: it.lease}, a, out)
+	return c.record(Input{Kind: KindGet, Intent: it.name, Lease: it.lease, ShortLease: it.short}, a, out)
 }
 
 func (c *Client) stateOf(a answer) Output {
@@ -241,4 +252,40 @@ func (c *Client) stateOf(a answer) Output {
 		out.State, out.Gen = b.State, b.Generation
 	}
 	return out
+}
+
+// List is the operator's GET /v1/admin/tokens for operation, newest first,
+// with the state filter state ("" for none). Each listed token of an
+// intent the traffic knows (known) is recorded as a read of that intent's
+// token (KindList) spanning the whole request: the list answers each
+// token's state at some moment within it, and makes no promise across
+// tokens. A list that got no answer read nothing and is not recorded.
+func (c *Client) List(ctx context.Context, operation, state string, known func(name string) *intent) {
+	path := "/v1/admin/tokens?limit=20&operation=" + operation
+	if state != "" {
+		path += "&state=" + state
+	}
+	a := c.send(ctx, http.MethodGet, path, c.Operator, "", nil)
+	if a.err != nil || a.status != 200 {
+		return
+	}
+	var page struct {
+		Items []struct {
+			ID         string `json:"id"`
+			IntentID   string `json:"intent_id"`
+			State      string `json:"state"`
+			Generation int64  `json:"generation"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(a.body, &page); err != nil {
+		return
+	}
+	for _, it := range page.Items {
+		in := known(it.IntentID)
+		if in == nil {
+			continue
+		}
+		out := Output{Status: 200, ID: it.ID, State: it.State, Gen: it.Generation}
+		c.record(Input{Kind: KindList, Intent: in.name, Lease: in.lease, ShortLease: in.short, Filter: state}, a, out)
+	}
 }

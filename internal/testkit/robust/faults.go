@@ -2,10 +2,11 @@ package robust
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"math/rand/v2"
-	"os/exec"
+	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,6 +39,108 @@ func (e *Env) restartInstance(ctx context.Context, r *rand.Rand, stop func(i int
 		e.Servers[i].Restart()
 		delete(e.down, i)
 	}
+}
+
+// killAt kills instance i with SIGKILL, waits a little, and starts it again.
+func (e *Env) killAt(ctx context.Context, r *rand.Rand, i int) {
+	e.mu.Lock()
+	e.down[i] = true
+	e.mu.Unlock()
+	e.Servers[i].Kill()
+	sleep(ctx, between(r, 100*time.Millisecond, 600*time.Millisecond))
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.down[i] {
+		e.Servers[i].Restart()
+		delete(e.down, i)
+	}
+}
+
+func (e *Env) pids() []int {
+	pids := make([]int, len(e.Servers))
+	for i, s := range e.Servers {
+		pids[i] = s.Pid()
+	}
+	return pids
+}
+
+// The sweeper's advisory lock (admin.sweeperLockKey, 0x746f6b656e640001),
+// as pg_locks shows a bigint key: its high and low 32 bits.
+const sweeperLockHi, sweeperLockLo = 0x746f6b65, 0x6e640001
+
+// killSweeper waits (up to 3 s) for an instance's sweeper to hold its lock,
+// which it does for the whole round while the round's batches commit on
+// other connections, and kills that instance at once: mid-round. The
+// instance is found by the guard connection's client port. When no round
+// is seen, a random instance is killed instead (not counted as aimed).
+func (e *Env) killSweeper(ctx context.Context, r *rand.Rand) error {
+	conn, err := pgx.Connect(ctx, e.DBURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	deadline := time.Now().Add(3 * time.Second)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		var port int
+		err := conn.QueryRow(ctx, `SELECT coalesce(a.client_port, 0) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+			WHERE l.locktype = 'advisory' AND l.granted AND l.classid = $1 AND l.objid = $2 AND l.objsubid = 1
+			  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+			uint32(sweeperLockHi), uint32(sweeperLockLo)).Scan(&port)
+		if err == nil && port != 0 {
+			if i := socketOwner(port, e.pids()); i >= 0 {
+				e.aimed.Add(1)
+				e.killAt(ctx, r, i)
+				return nil
+			}
+		} else if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	e.killAt(ctx, r, r.IntN(len(e.Servers)))
+	return nil
+}
+
+// killDispatcher holds the next webhook delivery at the receiver (waiting
+// up to 3 s for one), kills the instance whose dispatcher sent it while it
+// waits for its answer, then lets the receiver answer into the closed
+// connection. The dispatchers must send it again once the dead one's
+// lease on it runs out. When no delivery comes, a random instance is
+// killed instead (not counted as aimed).
+func (e *Env) killDispatcher(ctx context.Context, r *rand.Rand) error {
+	h, ok := e.Hooks.Hold(ctx, 3*time.Second)
+	if !ok {
+		e.killAt(ctx, r, r.IntN(len(e.Servers)))
+		return nil
+	}
+	i := socketOwner(portOf(h.from), e.pids())
+	if i < 0 {
+		close(h.release)
+		e.killAt(ctx, r, r.IntN(len(e.Servers)))
+		return nil
+	}
+	e.aimed.Add(1)
+	e.mu.Lock()
+	e.down[i] = true
+	e.mu.Unlock()
+	e.Servers[i].Kill()
+	close(h.release)
+	sleep(ctx, between(r, 100*time.Millisecond, 600*time.Millisecond))
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.down[i] {
+		e.Servers[i].Restart()
+		delete(e.down, i)
+	}
+	return nil
+}
+
+// restartBouncer stops the scenario's PgBouncer with sig and starts it
+// again after 0.1–0.5 s.
+func (e *Env) restartBouncer(ctx context.Context, r *rand.Rand, sig syscall.Signal) error {
+	e.Bouncer.Stop(sig)
+	sleep(ctx, between(r, 100*time.Millisecond, 500*time.Millisecond))
+	return e.Bouncer.Restart()
 }
 
 // Faults are the nemeses, by name. The sweeper runs every second in each
@@ -96,18 +199,56 @@ var Faults = map[string]Fault{
 		e.mu.Unlock()
 		return err
 	}},
+	// PgBouncer (transaction pooling) between tokend and Postgres, stopped
+	// by its safe shutdown (SIGINT: waits for the transactions in flight)
+	// or its immediate one (SIGTERM), and started again.
+	"pgbouncer-restart": {Name: "pgbouncer-restart", PgBouncer: true, Every: 2 * time.Second,
+		Inject: func(ctx context.Context, e *Env, r *rand.Rand) error {
+			return e.restartBouncer(ctx, r, []syscall.Signal{syscall.SIGINT, syscall.SIGTERM}[r.IntN(2)])
+		}},
+	"pgbouncer-kill9": {Name: "pgbouncer-kill9", PgBouncer: true, Every: 2 * time.Second,
+		Inject: func(ctx context.Context, e *Env, r *rand.Rand) error {
+			return e.restartBouncer(ctx, r, syscall.SIGKILL)
+		}},
+	// The sweeper killed mid-round: half the issues expire within 2 s, a
+	// lease operation of 1 s whose holders now and then vanish, a round
+	// every 200 ms; webhooks on, so the deliveries of what it does are
+	// checked too.
+	"sweeper-kill9": {Name: "sweeper-kill9", Webhooks: true, Sweep: 200 * time.Millisecond, Expiring: 50, ShortLeases: true,
+		Aimed: true, Every: 2 * time.Second, Inject: func(ctx context.Context, e *Env, r *rand.Rand) error { return e.killSweeper(ctx, r) }},
+	// One instance's clock stepped: restarted with its process clock
+	// (internal/infra/clock, a tokend_faketime build) moved by up to a
+	// day either way, so the instances disagree by that much while the
+	// traffic runs. tokend decides expiry, lease end and retention by
+	// Postgres's now(), so no answer may change (docs/robustness.md, "The
+	// clock step", says what this covers and what it does not).
+	"clock-step": {Name: "clock-step", BuildTags: "tokend_faketime", Expiring: 50, ShortLeases: true, Every: 2 * time.Second,
+		Inject: func(ctx context.Context, e *Env, r *rand.Rand) error {
+			step := []string{"-25h", "-1h", "-30s", "0s", "30s", "1h", "25h"}[r.IntN(7)]
+			e.restartInstance(ctx, r, func(i int) {
+				e.T.Logf("clock-step: instance %d restarts with its clock at %s", i, step)
+				e.Servers[i].SetEnv(append(slices.Clone(e.env), "TOKEND_FAKETIME_OFFSET="+step))
+				_ = e.Servers[i].Stop()
+			})
+			return nil
+		}},
+	// The webhook dispatcher killed with a delivery in flight.
+	"webhook-kill9": {Name: "webhook-kill9", Webhooks: true, Expiring: 30, ShortLeases: true,
+		Aimed: true, Every: 2 * time.Second, Inject: func(ctx context.Context, e *Env, r *rand.Rand) error { return e.killDispatcher(ctx, r) }},
 }
 
 // FaultNames is every fault, in the order the long pass runs them.
 var FaultNames = []string{"none", "kill9", "sigterm", "pg-restart-fast", "pg-restart-immediate",
-	"net-reset", "net-blackhole", "net-latency", "redis-kill", "redis-flush", "redis-old-snapshot"}
+	"net-reset", "net-blackhole", "net-latency", "redis-kill", "redis-flush", "redis-old-snapshot",
+	"pgbouncer-restart", "pgbouncer-kill9", "sweeper-kill9", "webhook-kill9", "clock-step"}
 
-// pgbouncerMissing says why the PgBouncer scenario cannot run here, "" if it can.
+// pgbouncerMissing says why the PgBouncer scenarios cannot run here, "" if
+// they can.
 func pgbouncerMissing() string {
-	if _, err := exec.LookPath("pgbouncer"); err != nil {
-		return fmt.Sprintf("pgbouncer is not installed (%v): the PgBouncer restart scenario is not run", err)
+	if pgbouncerPath() == "" {
+		return "pgbouncer is not installed (not on PATH, not /usr/sbin/pgbouncer): the PgBouncer scenarios skip"
 	}
-	return "the PgBouncer restart scenario is not written yet"
+	return ""
 }
 
 // neighbours runs another database's load on the scenario's Postgres

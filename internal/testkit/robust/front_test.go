@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,6 +72,51 @@ func staleCache() func(testing.TB, string) string {
 	})
 }
 
+// staleList answers GET /v1/admin/tokens (a list page) from a copy up to a
+// second old: a list read from a lagging replica or cache.
+func staleList() func(testing.TB, string) string {
+	var mu sync.Mutex
+	type entry struct {
+		body []byte
+		at   time.Time
+	}
+	cache := map[string]entry{}
+	return brokenFront(func(r *http.Request, status int, h http.Header, body []byte) []byte {
+		if r.Method != http.MethodGet || r.URL.Path != "/v1/admin/tokens" || status != 200 {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if e, ok := cache[r.URL.RawQuery]; ok && time.Since(e.at) < time.Second {
+			return e.body
+		}
+		cache[r.URL.RawQuery] = entry{body, time.Now()}
+		return nil
+	})
+}
+
+// lostDelivery stands before the webhook receiver and answers every tenth
+// delivery 204 without passing it on: a dispatcher that records a
+// delivery it never made.
+func lostDelivery(t testing.TB, upstream string) string {
+	u, err := url.Parse(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorLog = log.New(io.Discard, "", 0)
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1)%10 == 0 {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
 // newTokenOnReplay answers an issue replay with another token id.
 func newTokenOnReplay() func(testing.TB, string) string {
 	return brokenFront(func(r *http.Request, status int, h http.Header, body []byte) []byte {
@@ -119,18 +165,25 @@ func lostEvent() func(testing.TB, string) string {
 func TestLiveRunCatchesBrokenBuilds(t *testing.T) {
 	seed := Seed(t)
 	cases := []struct {
-		name  string
-		front func(testing.TB, string) string
-		want  string
+		name      string
+		front     func(testing.TB, string) string
+		hookFront func(testing.TB, string) string
+		want      string
 	}{
-		{"stale-cache", staleCache(), "get("},
-		{"new-token-on-replay", newTokenOnReplay(), "issue("},
-		{"lost-event", lostEvent(), "a lost event"},
+		{"stale-cache", staleCache(), nil, "get("},
+		{"stale-list", staleList(), nil, "list("},
+		{"new-token-on-replay", newTokenOnReplay(), nil, "issue("},
+		{"lost-event", lostEvent(), nil, "a lost event"},
+		{"lost-delivery", nil, lostDelivery, "a lost delivery"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			res := run(t, Scenario{Name: "broken-" + c.name, Instances: 1, Fault: Faults["none"], Front: c.front}, 2*time.Second, seed)
+			sc := Scenario{Name: "broken-" + c.name, Instances: 1, Fault: Faults["none"], Front: c.front, HookFront: c.hookFront}
+			if c.hookFront != nil {
+				sc.Fault = Fault{Name: "none", Webhooks: true}
+			}
+			res := run(t, sc, 2*time.Second, seed)
 			if res.OK() {
 				t.Fatalf("a run through a layer that breaks the contract (%s) passed the check", c.name)
 			}

@@ -2,6 +2,7 @@ package robust
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -20,6 +21,7 @@ const (
 	KindRevoke    Kind = "revoke"
 	KindReconcile Kind = "reconcile"
 	KindGet       Kind = "get"
+	KindList      Kind = "list" // one token of a list's page: a read of it
 )
 
 // Input is one request: what the client sent.
@@ -27,6 +29,10 @@ type Input struct {
 	Kind   Kind
 	Intent string // the partition: every request is about one intent's token
 	Lease  bool   // the intent's operation is the lease-mode one
+	// ShortLease: the lease operation of 1 s, whose lapsed leases the
+	// sweeper (or a spend) turns unknown.
+	ShortLease bool
+	Filter     string // list: the state filter, "" for none
 	// Fingerprint tells issue requests apart: 0 is the intent's own
 	// payload, anything else a changed one (expect 422).
 	Fingerprint int
@@ -53,6 +59,7 @@ type Output struct {
 	State     string // get, spend, lease, reports: the state answered
 	Gen       int64  // lease, get: generation answered
 	Body      string // spend: the body as sent (replays must repeat it)
+	LeaseEnd  int64  // lease spend: lease_expires_at, Unix ns
 	Err       string // the transport error of an unknown outcome
 }
 
@@ -65,6 +72,7 @@ type State struct {
 	Fingerprint int
 	State       string // issued, pending, consumed, failed, unknown, revoked, expired
 	Gen         int64
+	LeaseEnd    int64 // pending: when the lease ends (Unix ns); 0 when no answer told it
 	// OutStatus and OutBody are the stored outcome later spends replay;
 	// 0 and "" until an answer showed it.
 	OutStatus int
@@ -110,21 +118,38 @@ var Model = (&porcupine.NondeterministicModel{
 	Step: func(state, input, output any) []any {
 		s, in, out := state.(State), input.(Input), output.(Output)
 		var next []State
-		if out.Unknown {
-			next = append(next, s) // it did not happen (or changed nothing)
-			next = append(next, effects(s, in)...)
-		} else {
-			next = step(s, in, out)
+		for _, c := range lapse(s, in) {
+			if out.Unknown {
+				next = append(next, c) // it did not happen (or changed nothing)
+				next = append(next, effects(c, in)...)
+			} else {
+				next = append(next, step(c, in, out)...)
+			}
 		}
-		res := make([]any, len(next))
+		res := make([]any, 0, len(next))
 		for i, n := range next {
-			res[i] = n
+			if !slices.Contains(next[:i], n) {
+				res = append(res, n)
+			}
 		}
 		return res
 	},
 	DescribeOperation: func(input, output any) string { return describe(input.(Input), output.(Output)) },
 	DescribeState:     func(state any) string { return describeStates(state) },
 }).ToModel()
+
+// lapse lists the states s may be in when in takes effect: s, and for a
+// short lease that may have ended by the request's end, unknown as well
+// (the operation's policy), whether the sweeper or the request itself
+// records it. A lease whose end no answer told may have lapsed at any time.
+func lapse(s State, in Input) []State {
+	if !in.ShortLease || s.State != "pending" || s.LeaseEnd != 0 && in.ReturnWall < s.LeaseEnd-int64(ExpiryTolerance) {
+		return []State{s}
+	}
+	n := s
+	n.State = "unknown"
+	return []State{s, n}
+}
 
 // effects lists what a request with no answer may have done to s.
 func effects(s State, in Input) []State {
@@ -139,7 +164,7 @@ func effects(s State, in Input) []State {
 		}
 		n := s
 		if in.Lease {
-			n.State, n.Gen = "pending", 0 // generation learnt from a later answer
+			n.State, n.Gen, n.LeaseEnd = "pending", 0, 0 // generation learnt from a later answer
 		} else {
 			n.State, n.OutStatus, n.OutBody = "consumed", 0, ""
 		}
@@ -232,8 +257,8 @@ func step(s State, in Input, out Output) []State {
 		case out.Status == 409 && s.State != "unknown":
 			return one(s)
 		}
-	case KindGet:
-		if out.Status != 200 || !s.Exists {
+	case KindGet, KindList:
+		if out.Status != 200 || !s.Exists || in.Filter != "" && out.State != in.Filter {
 			return nil
 		}
 		if s.ID != "" && out.ID != "" && out.ID != s.ID {
@@ -310,7 +335,7 @@ func stepSpend(s State, in Input, out Output) []State {
 	switch s.State {
 	case "issued":
 		if in.Lease && out.Status == 202 && !out.Replayed && out.State == "pending" && out.Gen > s.Gen {
-			s.State, s.Gen = "pending", out.Gen
+			s.State, s.Gen, s.LeaseEnd = "pending", out.Gen, out.LeaseEnd
 			return one(s)
 		}
 		if !in.Lease && out.Status == 200 && !out.Replayed && out.State == "consumed" {
@@ -389,6 +414,8 @@ func describe(in Input, out Output) string {
 		what = fmt.Sprintf("%s(%s, gen %d)", in.Kind, in.Intent, in.Generation)
 	case KindReconcile:
 		what = fmt.Sprintf("reconcile(%s, %s)", in.Intent, in.Outcome)
+	case KindList:
+		what = fmt.Sprintf("list(%s, state filter %q)", in.Intent, in.Filter)
 	default:
 		what = fmt.Sprintf("%s(%s)", in.Kind, in.Intent)
 	}

@@ -15,6 +15,7 @@ func TestShortPass(t *testing.T) {
 		{Name: "pg-restart-immediate", Instances: 1, Fault: Faults["pg-restart-immediate"]},
 		{Name: "net-reset", Instances: 1, Fault: Faults["net-reset"]},
 		{Name: "redis-old-snapshot-x2", Instances: 2, Fault: Faults["redis-old-snapshot"]},
+		{Name: "pgbouncer-kill9", Instances: 1, Fault: Faults["pgbouncer-kill9"]}, // skips without pgbouncer
 	} {
 		t.Run(sc.Name, func(t *testing.T) {
 			t.Parallel()

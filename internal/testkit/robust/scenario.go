@@ -1,6 +1,7 @@
 package robust
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -39,6 +40,9 @@ type Scenario struct {
 	// deliberately broken layer, for tests that the checker catches what
 	// it breaks. It returns the URL to send to instead of upstream.
 	Front func(t testing.TB, upstream string) string
+	// HookFront, if set, stands between tokend's dispatchers and the
+	// webhook receiver, as Front does before the instances.
+	HookFront func(t testing.TB, upstream string) string
 	// Neighbours adds another database's load on the same Postgres server
 	// (short transactions, and some held open up to 1.5 s), as a shared
 	// server has.
@@ -48,8 +52,27 @@ type Scenario struct {
 // Fault is a nemesis: Inject breaks something and heals it (or leaves
 // the healing to the next round), every Every on average.
 type Fault struct {
-	Name   string
-	Proxy  bool // tokend reaches Postgres through a Proxy
+	Name      string
+	Proxy     bool // tokend reaches Postgres through a Proxy
+	PgBouncer bool // tokend reaches Postgres through a PgBouncer of the kit's own
+	// Webhooks registers an endpoint on a Receiver of the kit's own before
+	// the traffic starts, and checks after it that every event of the feed
+	// was delivered (answered 2xx) at least once, and nothing else.
+	Webhooks bool
+	// Sweep is TOKEND_SWEEP_INTERVAL (default 1s); Expiring the percent
+	// of issues with a TTL of 1–2 s (default 15); ShortLeases adds a lease
+	// operation of 1 s whose holders now and then vanish without a report,
+	// leaving the sweeper to lapse the lease.
+	Sweep       time.Duration
+	Expiring    int
+	ShortLeases bool
+	// Env is extra environment for every instance; BuildTags the build
+	// they run (proctest.Options.BuildTags).
+	Env       []string
+	BuildTags string
+	// Aimed: each kill waits for its target (a sweep round, a delivery in
+	// flight); a run where none landed fails.
+	Aimed  bool
 	Every  time.Duration
 	Inject func(ctx context.Context, e *Env, r *rand.Rand) error
 }
@@ -60,13 +83,17 @@ type Env struct {
 	DBURL   string // the database, straight (keys, effects)
 	PG      *pgcluster.Cluster
 	Proxy   *Proxy
+	Bouncer *PgBouncer
+	Hooks   *Receiver
 	Redis   *RedisServer
 	Servers []*proctest.Server
 
 	mu    sync.Mutex
 	down  map[int]bool // instances stopped by a fault and not yet restarted
 	snap  string       // the Redis snapshot an old-snapshot fault restores
+	env   []string     // every instance's extra environment
 	count atomic.Int64 // faults injected
+	aimed atomic.Int64 // kills that hit what the fault aims at (a sweep round, a delivery)
 }
 
 // Seed is TOKEND_ROBUSTNESS_SEED, else one drawn now; t logs it so a failing
@@ -114,10 +141,20 @@ func run(t *testing.T, sc Scenario, d time.Duration, seed uint64) Result {
 			urls[i] = sc.Front(t, s.URL)
 		}
 	}
-	declareLease(ctx, t, urls[0], op)
+	declareLease(ctx, t, urls[0], op, leaseOperation, 3600)
+	if sc.Fault.ShortLeases {
+		declareLease(ctx, t, urls[0], op, shortLeaseOperation, 1)
+	}
+	if sc.Fault.Webhooks {
+		hookURL := e.Hooks.URL()
+		if sc.HookFront != nil {
+			hookURL = sc.HookFront(t, hookURL)
+		}
+		e.Hooks.Register(ctx, t, urls[0], op, hookURL)
+	}
 
 	h := NewHistory()
-	tr := &Traffic{Prefix: "i"}
+	tr := &Traffic{Prefix: "i", Expiring: sc.Fault.Expiring, ShortLeases: sc.Fault.ShortLeases}
 	var notSent atomic.Int64
 	runCtx, stop := context.WithTimeout(ctx, d)
 	defer stop()
@@ -161,10 +198,28 @@ func run(t *testing.T, sc Scenario, d time.Duration, seed uint64) Result {
 	feed := readFeed(ctx, t, urls[0], key, e.DBURL, tenant)
 	led := readLedger(ctx, t, e.DBURL, tenant)
 	res := Check(ops, Observed{Feed: feed, Ledger: led, Tokens: readTokens(ctx, t, e.DBURL, tenant)}, artifactDir(t))
-	t.Logf("%s: %d faults injected; %s; %d events in the feed; %d requests refused at connect (not recorded)",
-		sc.Name, e.count.Load(), summarize(ops), len(feed), notSent.Load())
+	expired, unknown := 0, 0
+	for _, ev := range feed {
+		switch {
+		case ev.To == "expired":
+			expired++
+		case ev.From == "pending" && ev.To == "unknown":
+			unknown++
+		}
+	}
+	t.Logf("%s: %d faults injected; %s; %d events in the feed (%d expiries, %d pending->unknown: reported or lapsed); %d requests refused at connect (not recorded)",
+		sc.Name, e.count.Load(), summarize(ops), len(feed), expired, unknown, notSent.Load())
+	if e.Hooks != nil {
+		res.Problems = append(res.Problems, e.Hooks.Check(ctx, t, func() []Event { return readFeed(ctx, t, urls[0], key, e.DBURL, tenant) })...)
+	}
 	if sc.Fault.Inject != nil && e.count.Load() == 0 {
 		t.Errorf("no fault was injected in %v: this run proved nothing about %s", d, sc.Fault.Name)
+	}
+	if sc.Fault.Aimed {
+		t.Logf("%s: %d of %d kills landed on what they aim at", sc.Name, e.aimed.Load(), e.count.Load())
+		if e.aimed.Load() == 0 {
+			t.Errorf("no kill landed on what %s aims at in %v: this run proved nothing about it", sc.Fault.Name, d)
+		}
 	}
 	return res
 }
@@ -193,7 +248,7 @@ func summarize(ops []porcupine.Operation) string {
 		reasons = append(reasons, fmt.Sprintf("%d× %s", why[w], w))
 	}
 	var parts []string
-	for _, k := range []Kind{KindIssue, KindSpend, KindGet, KindRevoke, KindComplete, KindFail, KindUnknown, KindReconcile} {
+	for _, k := range []Kind{KindIssue, KindSpend, KindGet, KindList, KindRevoke, KindComplete, KindFail, KindUnknown, KindReconcile} {
 		parts = append(parts, fmt.Sprintf("%s %d", k, byKind[k]))
 	}
 	return fmt.Sprintf("%d requests (%s), %d with an unknown outcome [%s]", len(ops), strings.Join(parts, ", "), unknown, strings.Join(reasons, "; "))
@@ -208,7 +263,7 @@ func setup(ctx context.Context, t *testing.T, sc Scenario) *Env {
 	// TOKEND_ROBUSTNESS_SHARED_PG=1 puts the scenarios that restart no
 	// Postgres on the shared server instead (pgtest), whose other load is
 	// what track record #1 needed to show.
-	if os.Getenv("TOKEND_ROBUSTNESS_SHARED_PG") == "1" && !strings.HasPrefix(sc.Fault.Name, "pg-") {
+	if os.Getenv("TOKEND_ROBUSTNESS_SHARED_PG") == "1" && !strings.HasPrefix(sc.Fault.Name, "pg-") && !sc.Fault.PgBouncer {
 		e.DBURL = pgtest.NewURL(t)
 	} else {
 		e.PG = pgcluster.Start(t)
@@ -218,6 +273,27 @@ func setup(ctx context.Context, t *testing.T, sc Scenario) *Env {
 		}
 	}
 	tokendURL := e.DBURL
+	env := []string{"TOKEND_SWEEP_INTERVAL=" + cmp.Or(sc.Fault.Sweep, time.Second).String()}
+	if sc.Fault.PgBouncer {
+		if e.PG == nil {
+			t.Fatal("a PgBouncer scenario needs a cluster of its own")
+		}
+		e.Bouncer = StartPgBouncer(t, fmt.Sprintf("127.0.0.1:%d", e.PG.Port))
+		u, err := url.Parse(e.DBURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Host = e.Bouncer.Addr()
+		tokendURL = u.String()
+		// As behind a production PgBouncer: sessions (migrations, LISTEN)
+		// go straight to Postgres.
+		env = append(env, "TOKEND_DATABASE_POOLING=transaction", "TOKEND_DATABASE_SESSION_URL="+e.DBURL)
+	}
+	if sc.Fault.Webhooks {
+		e.Hooks = StartReceiver(t)
+		// Deliveries go to loopback; a dispatcher's lease on one is 3 s.
+		env = append(env, "TOKEND_WEBHOOK_ALLOWED_HOSTS=127.0.0.1", "TOKEND_WEBHOOK_TIMEOUT=1s")
+	}
 	if sc.Fault.Proxy {
 		u, err := url.Parse(e.DBURL)
 		if err != nil {
@@ -234,9 +310,13 @@ func setup(ctx context.Context, t *testing.T, sc Scenario) *Env {
 	} else if strings.HasPrefix(sc.Fault.Name, "redis") {
 		t.Skip("no redis-server on PATH")
 	}
+	// TOKEND_DATABASE_URL is given explicitly: proctest's own routing
+	// (through the deployment pass's PgBouncer) is for the shared server.
+	env = append(append(env, "TOKEND_DATABASE_URL="+tokendURL), sc.Fault.Env...)
+	e.env = env
 	for range sc.Instances {
-		e.Servers = append(e.Servers, proctest.Start(t, proctest.Options{DatabaseURL: tokendURL, RedisURL: redisURL,
-			Env: []string{"TOKEND_DATABASE_URL=" + tokendURL, "TOKEND_SWEEP_INTERVAL=1s"}}))
+		e.Servers = append(e.Servers, proctest.Start(t, proctest.Options{DatabaseURL: tokendURL, RedisURL: redisURL, Env: env,
+			BuildTags: sc.Fault.BuildTags}))
 	}
 	return e
 }
@@ -255,19 +335,19 @@ func (e *Env) heal(ctx context.Context) {
 	}
 }
 
-func declareLease(ctx context.Context, t testing.TB, base, op string) {
-	body := `{"mode":"lease","on_lease_expiry":"unknown","lease_seconds":3600,"max_ttl_seconds":3600,"retention_seconds":86400}`
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, base+"/v1/admin/operations/"+leaseOperation, strings.NewReader(body))
+func declareLease(ctx context.Context, t testing.TB, base, op, name string, leaseSeconds int) {
+	body := fmt.Sprintf(`{"mode":"lease","on_lease_expiry":"unknown","lease_seconds":%d,"max_ttl_seconds":3600,"retention_seconds":86400}`, leaseSeconds)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, base+"/v1/admin/operations/"+name, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+op)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("declare %s: %v", leaseOperation, err)
+		t.Fatalf("declare %s: %v", name, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 && resp.StatusCode != 201 {
 		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("declare %s: %d %s", leaseOperation, resp.StatusCode, b)
+		t.Fatalf("declare %s: %d %s", name, resp.StatusCode, b)
 	}
 }
 

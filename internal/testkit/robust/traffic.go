@@ -16,10 +16,24 @@ import (
 // would, with the same intent ID or the same token.
 type Traffic struct {
 	Prefix string // intent IDs start with it
+	// Expiring is the percent of issues with a TTL of 1–2 s (0: 15).
+	// ShortLeases puts half the lease intents under the 1 s lease
+	// operation, whose holders vanish half the time: the lease lapses
+	// (the sweeper makes it unknown) and an operator reconciles it.
+	Expiring    int
+	ShortLeases bool
 
 	mu     sync.Mutex
 	tokens []*live // tokens some client holds the secret of
+	byName map[string]*intent
 	n      int
+}
+
+// known is the intent named name, if the traffic issued it.
+func (tr *Traffic) known(name string) *intent {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.byName[name]
 }
 
 // live is an issued token the traffic knows the id and secret of.
@@ -47,9 +61,20 @@ func (tr *Traffic) newIntent(r *rand.Rand) *intent {
 	tr.mu.Unlock()
 	it := &intent{name: fmt.Sprintf("%s-%d", tr.Prefix, n), amount: 1 + r.Int64N(9), ttl: 600}
 	it.lease = r.IntN(100) < 30
-	if r.IntN(100) < 15 {
+	it.short = it.lease && tr.ShortLeases && r.IntN(2) == 0
+	expiring := tr.Expiring
+	if expiring == 0 {
+		expiring = 15
+	}
+	if r.IntN(100) < expiring {
 		it.ttl = 1 + r.IntN(2) // expires while the run goes on
 	}
+	tr.mu.Lock()
+	if tr.byName == nil {
+		tr.byName = map[string]*intent{}
+	}
+	tr.byName[it.name] = it
+	tr.mu.Unlock()
 	return it
 }
 
@@ -63,8 +88,10 @@ func (tr *Traffic) Run(ctx context.Context, c *Client) {
 			tr.issue(ctx, c)
 		case p < 55:
 			tr.spend(ctx, c, l)
-		case p < 85:
+		case p < 80:
 			c.Get(ctx, l.it, l.id)
+		case p < 85:
+			c.List(ctx, l.it.operation(), []string{"", "", "issued", "expired", "pending", "consumed", "unknown"}[c.Rand.IntN(7)], tr.known)
 		case p < 90:
 			c.Revoke(ctx, l.it, l.id)
 		default:
@@ -106,8 +133,16 @@ func (tr *Traffic) spend(ctx context.Context, c *Client, l *live) {
 	if !l.it.lease || out.Unknown || out.Status != 202 {
 		return
 	}
-	// The lease holder reports, like a worker whose downstream call ended.
 	gen := out.Gen
+	if l.it.short && c.Rand.IntN(2) == 0 {
+		// The holder vanishes: the lease lapses, the sweeper makes the
+		// token unknown, and an operator reconciles it.
+		sleep(ctx, between(c.Rand, 1200*time.Millisecond, 2500*time.Millisecond))
+		outcome := []string{"succeeded", "not_executed", "failed"}[c.Rand.IntN(3)]
+		retry(ctx, func() Output { return c.Reconcile(ctx, l.it, l.id, outcome) })
+		return
+	}
+	// The lease holder reports, like a worker whose downstream call ended.
 	kind := []Kind{KindComplete, KindFail, KindUnknown}[c.Rand.IntN(3)]
 	out = retry(ctx, func() Output { return c.Report(ctx, l.it, l.id, kind, gen) })
 	if kind != KindUnknown || out.Unknown || out.Status != 200 {
