@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"runtime"
 	"testing"
@@ -82,5 +83,37 @@ func TestProcNoSuchPID(t *testing.T) {
 	}
 	if _, err := peakRSS(pid); err == nil {
 		t.Error("peakRSS of a missing process succeeded")
+	}
+}
+
+func TestTCPConnsToCountsEstablishedConnections(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	before := tcpConnsTo(port)
+	var conns []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		s, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, s)
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	// The server's side of each: its local port is the listener's.
+	if got := tcpConnsTo(port) - before; got != 3 {
+		t.Errorf("tcpConnsTo(%d) counted %d new connections, want 3", port, got)
 	}
 }

@@ -182,12 +182,16 @@ type soak struct {
 	hooks   sync.Map // webhook-id → struct{}, to count duplicates
 	dups    atomic.Int64
 	hookID  string
+	port    int // tokend's, to count its open connections
 }
 
 // runSoak runs the soak and returns its windows and verdict.
 func runSoak(ctx context.Context, cfg SoakConfig, stdout, stderr io.Writer) (*SoakResult, error) {
 	s := &soak{cfg: cfg, log: stderr, run: runID(), stats: newWinStats()}
 	var err error
+	if u, err := url.Parse(cfg.URL); err == nil {
+		s.port, _ = strconv.Atoi(u.Port())
+	}
 	if s.client, err = newAPI(target{base: cfg.URL, key: cfg.key}, cfg.MaxInFlight+4); err != nil {
 		return nil, err
 	}
@@ -653,6 +657,7 @@ func (s *soak) closeWindow(ctx context.Context, res *SoakResult, prev sample, t0
 		w.RSSKB = rssKB(s.cfg.PID)
 	}
 	w.Goroutines, w.HeapBytes = s.goMetrics()
+	w.Conns = tcpConnsTo(s.port)
 	if s.db != nil {
 		w.Tables, w.Analyzed = tableSizes(ctx, s.db)
 	}

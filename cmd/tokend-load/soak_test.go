@@ -78,6 +78,8 @@ func TestJudgeSoak(t *testing.T) {
 		{"RSS grows after warm-up", cfg, soak(8, func(ws []SoakWindow) { last(ws).RSSKB = 55_001 }), []string{"RSS flat"}},
 		{"goroutines leak", cfg, soak(8, func(ws []SoakWindow) { last(ws).Goroutines = 121 }), []string{"goroutines flat"}},
 		{"goroutines within slack", cfg, soak(8, func(ws []SoakWindow) { last(ws).Goroutines = 120 }), nil},
+		{"goroutines follow open connections", cfg, soak(8, func(ws []SoakWindow) { last(ws).Goroutines, last(ws).Conns = 400, 300 }), nil},
+		{"goroutines grow past the connections", cfg, soak(8, func(ws []SoakWindow) { last(ws).Goroutines, last(ws).Conns = 400, 200 }), []string{"goroutines flat"}},
 		{"tables grow past the horizon", cfg, soak(8, func(ws []SoakWindow) {
 			last(ws).Tables = []TableSize{{Name: "tokens", Bytes: 13 << 20}, {Name: "token_events", Bytes: 24 << 20}}
 		}), []string{"tables bounded"}},
