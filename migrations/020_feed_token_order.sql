@@ -27,7 +27,15 @@
 -- An xid at or above the node's next id is not this node's (a restore into
 -- another cluster, a shard moved from another worker) and is not taken
 -- over: the feed rebases such a tenant (event/doc.go, Epochs).
-CREATE OR REPLACE FUNCTION token_events_xid() RETURNS trigger LANGUAGE plpgsql AS $$
+--
+-- enable_seqscan is off inside the function: the session keeps the read's
+-- generic plan, and one made while token_events was empty and vacuumed (a
+-- new database) scans the table for every event, each insert slower than
+-- the last (bench-cpu outbox's load of 125,000 events never ended). The
+-- primary key (tenant_id, token_id, seq) finds the last event in one probe
+-- (event.TestEventTakesItsTokensLaterXid counts the scans).
+CREATE OR REPLACE FUNCTION token_events_xid() RETURNS trigger LANGUAGE plpgsql
+SET enable_seqscan = off AS $$
 DECLARE
     prior xid8;
 BEGIN
