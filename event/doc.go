@@ -21,12 +21,18 @@
 // preceded by a new one. Positions are consecutive per tenant: 1, 2, 3, and
 // so on.
 //
-// One token's changes are serialized by the token's row lock, and a
-// transaction gets its id at its first write, which for tokend's
-// single-token transactions is the token's lock: their events keep the order
-// in which they happened. A transaction that wrote before it took the
-// token's lock (a sweeper batch, or a caller's transaction around a Tx
-// variant such as consume.Spender.SpendTx) sorts by the earlier id.
+// One token's changes are serialized by the token's row lock, but a
+// transaction id is not a commit order: a transaction that took its id
+// before it waited for the lock (an UPDATE takes it before it waits, and a
+// sweeper batch or a caller's transaction around a Tx variant such as
+// consume.Spender.SpendTx may have written before) can hold an older id than
+// one that changed the token and committed before it. So an event's xid is
+// the greater of its transaction's id and the xid of the token's event
+// before it, which the table's trigger reads under the row lock
+// (migrations/020_feed_token_order.sql): along one token's events xid never
+// decreases and seq increases, and the feed serves them in the order the
+// lock gave them. An xid is never below its writer's id, so the rest holds
+// as said: an event settles only once its writer has ended.
 //
 // Positions live in a narrow table of their own (event_positions), so that
 // giving one is an insert, not a second write of the event.

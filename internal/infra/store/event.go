@@ -16,7 +16,10 @@ const FeedMaxLimit = 1000
 // Events are positioned in (xid, seq) order behind the cursor kept in their
 // tenant's feed head (migrations/008_event_positions.sql): xid orders the
 // writing transactions, and only settled ones, older than the oldest still
-// running, are taken, so no event can later appear behind the cursor.
+// running, are taken, so no event can later appear behind the cursor. An
+// event's xid is the greater of its writer's id and that of the token's
+// event before it (migrations/020_feed_token_order.sql), so that one
+// token's events sort in the order its row lock gave them.
 
 // Every statement here that reads the transaction id horizon
 // (pg_current_snapshot) is a SELECT routed to one tenant: it reads a tenant
