@@ -143,6 +143,9 @@ var (
 	// ErrTooManyWaiters: the server parks as many long polls of the feed as
 	// it allows; read again after Retry-After (Follow does).
 	ErrTooManyWaiters = code("too_many_waiters")
+	// ErrTooManyEndpoints: the tenant has as many webhook endpoints as the
+	// server allows (TOKEND_WEBHOOK_MAX_ENDPOINTS); delete one first.
+	ErrTooManyEndpoints = code("too_many_endpoints")
 )
 
 // Sentinels maps every problem code tokend documents to its sentinel.
@@ -155,7 +158,7 @@ func Sentinels() map[string]error {
 		ErrReportConflict, ErrBuiltinOperation, ErrOperationInUse, ErrTokenExpired, ErrTokenRevoked,
 		ErrTokenKeyRetired, ErrIntentKeyRetired, ErrPayloadTooLarge, ErrIdempotencyKeyReused,
 		ErrPayloadMismatch, ErrRateLimited, ErrInternal, ErrUnavailable, ErrOperationChanging,
-		ErrUnsupportedMediaType, ErrHeadersTooLarge, ErrCursorAhead, ErrCursorEpoch, ErrTooManyWaiters, ErrPayloadMissing,
+		ErrUnsupportedMediaType, ErrHeadersTooLarge, ErrCursorAhead, ErrCursorEpoch, ErrTooManyWaiters, ErrPayloadMissing, ErrTooManyEndpoints,
 		ErrExpectationFailed, ErrUnsupportedTransferEncoding, ErrHTTPVersionNotSupported,
 	} {
 		m[e.(*sentinel).code] = e

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -95,6 +97,19 @@ func (c *command) client() (*client.Client, error) {
 }
 
 // printJSON writes an answer of the API to stdout as it came, one per line.
+// marshalJSON is json.Marshal without HTML escaping: tokenctl prints JSON
+// for programs, never for a web page, and "<key>" must read "<key>", as the
+// API sent it, not "\u003ckey\u003e".
+func marshalJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
 func (c *command) printJSON(body []byte) error {
 	if _, err := c.stdout.Write(body); err != nil {
 		return err

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -39,7 +38,7 @@ func eventsTail(ctx context.Context, e *env, args []string) (err error) {
 	print := func(ev client.FeedEvent) error {
 		cursor = strconv.FormatInt(ev.Position, 10)
 		if c.json {
-			b, err := json.Marshal(ev)
+			b, err := marshalJSON(ev)
 			if err != nil {
 				return err
 			}

@@ -40,3 +40,24 @@ func TestEventsTail(t *testing.T) {
 	f.fails(exitUsage, "events: want tail", "events")
 	f.fails(exitError, "invalid_request", "events", "tail", "--after", "x")
 }
+
+// TestJSONIsNotHTMLEscaped: --json prints what the API answered, <, > and &
+// as themselves (json.Marshal would print \u003c, \u003e and \u0026).
+func TestJSONIsNotHTMLEscaped(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	const subject = "<alice>&co"
+	f.credit("i-html", subject, true)
+	r := f.ok("list", "--json")
+	var tail result
+	for deadline := time.Now().Add(pgtest.SettleTimeout); ; time.Sleep(20 * time.Millisecond) {
+		if tail = f.ok("events", "tail", "--json"); strings.Count(tail.stdout, "\n") >= 2 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for name, out := range map[string]string{"list --json": r.stdout, "events tail --json": tail.stdout} {
+		if !strings.Contains(out, `"subject":"`+subject+`"`) || strings.Contains(out, `\u003c`) || strings.Contains(out, `\u0026`) {
+			t.Errorf("%s:\n%s\nwant the subject %s as it is", name, out, subject)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/tokend/tokend/client"
@@ -38,7 +37,7 @@ func purgeCmd(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(c.stderr, "tokenctl: purge: round %d: %d purged, %d in all\n", round, r.Purged, total)
 	}
 	if c.json {
-		b, err := json.Marshal(client.Purged{Purged: total})
+		b, err := marshalJSON(client.Purged{Purged: total})
 		if err != nil {
 			return err
 		}

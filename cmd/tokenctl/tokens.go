@@ -75,7 +75,7 @@ func listCmd(ctx context.Context, e *env, args []string) error {
 	}
 	if c.json {
 		// Every page as one, the way the API would answer a page big enough.
-		b, err := json.Marshal(page{Items: items})
+		b, err := marshalJSON(page{Items: items})
 		if err != nil {
 			return err
 		}

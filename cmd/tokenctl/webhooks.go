@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -166,12 +167,19 @@ func webhookCall(c *command, call func(*client.Client) (*client.Webhook, error))
 		}
 		_ = json.Unmarshal(d.Tries, &tries) // shown as far as it reads
 		for _, a := range tries {
-			answer := "no answer"
+			// One sentence: the error alone when no answer came (it says
+			// so); else the status and what the error adds to it, without
+			// the "answered 503" older attempts repeated in it.
+			said := ""
+			if a.Error != nil {
+				said = *a.Error
+			}
+			answer := cmp.Or(said, "no answer")
 			if a.Status != nil {
 				answer = fmt.Sprintf("answered %d", *a.Status)
-			}
-			if a.Error != nil && *a.Error != "" {
-				answer += ": " + *a.Error
+				if said = strings.TrimPrefix(strings.TrimPrefix(said, answer), ", "); said != "" {
+					answer += ": " + said
+				}
 			}
 			t.row("  attempt", fmt.Sprintf("%d %s %s, %d ms", a.Attempt, a.At.UTC().Format(time.RFC3339), answer, a.DurationMS))
 		}

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	webhooks "github.com/tokend/tokend/internal/infra/dispatch"
 )
 
 func TestWebhooks(t *testing.T) {
@@ -27,20 +29,33 @@ func TestWebhooks(t *testing.T) {
 	if r := f.ok("webhooks", "redeliver", id[1], "--all"); r.stdout != "redelivered 0\n" {
 		t.Errorf("webhooks redeliver: %q", r.stdout)
 	}
-	// get shows every delivery's attempts and since when the endpoint fails.
+	// get shows every delivery's attempts and since when the endpoint
+	// fails, each attempt in one sentence that says its status once: as
+	// attempts are recorded now (attempts 2 to 5), and as they were before
+	// issue 47 ("answered 503" in the error: attempts 1 and 6).
 	if _, err := f.db.Exec(t.Context(), `
-		WITH d AS (INSERT INTO webhook_deliveries (tenant_id, endpoint_id, pos, event_id, attempts) VALUES ('acme', $1, 7, 'evt_seven', 2)),
+		WITH d AS (INSERT INTO webhook_deliveries (tenant_id, endpoint_id, pos, event_id, attempts) VALUES ('acme', $1, 7, 'evt_seven', 6)),
 		     w AS (UPDATE webhook_endpoints SET failing_since = '2026-01-02T03:04:05Z' WHERE id = $1)
 		INSERT INTO webhook_attempts (tenant_id, endpoint_id, pos, attempt, status, error, duration_ms)
-		VALUES ('acme', $1, 7, 1, 503, 'answered 503', 12), ('acme', $1, 7, 2, NULL, 'refused: address not allowed', 0)`, id[1]); err != nil {
+		VALUES ('acme', $1, 7, 1, 503, 'answered 503', 12), ('acme', $1, 7, 2, 503, '', 3),
+		       ('acme', $1, 7, 3, NULL, $2, 0), ('acme', $1, 7, 4, 429, 'the endpoint asked to wait (Retry-After): the next attempt is in 30s', 4),
+		       ('acme', $1, 7, 5, NULL, 'no answer within 10s (TOKEND_WEBHOOK_TIMEOUT)', 10000), ('acme', $1, 7, 6, 503, 'answered 503, Retry-After 30s', 5)`,
+		id[1], webhooks.AttemptNotAllowed); err != nil {
 		t.Fatal(err)
 	}
 	r = f.ok("webhooks", "get", id[1])
-	for _, want := range []string{`(?m)^failing_since +2026-01-02T03:04:05Z$`, `(?m)^delivery +7 evt_seven pending, 2 attempts`,
-		`(?m)^  attempt +1 \S+ answered 503: answered 503, 12 ms$`, `(?m)^  attempt +2 \S+ no answer: refused: address not allowed, 0 ms$`} {
+	for _, want := range []string{`(?m)^failing_since +2026-01-02T03:04:05Z$`, `(?m)^delivery +7 evt_seven pending, 6 attempts`,
+		`(?m)^  attempt +1 \S+ answered 503, 12 ms$`, `(?m)^  attempt +2 \S+ answered 503, 3 ms$`,
+		`(?m)^  attempt +3 \S+ ` + regexp.QuoteMeta(webhooks.AttemptNotAllowed) + `, 0 ms$`,
+		`(?m)^  attempt +4 \S+ answered 429: the endpoint asked to wait \(Retry-After\): the next attempt is in 30s, 4 ms$`,
+		`(?m)^  attempt +5 \S+ no answer within 10s \(TOKEND_WEBHOOK_TIMEOUT\), 10000 ms$`,
+		`(?m)^  attempt +6 \S+ answered 503: Retry-After 30s, 5 ms$`} {
 		if !regexp.MustCompile(want).MatchString(r.stdout) {
 			t.Errorf("webhooks get lacks %s:\n%s", want, r.stdout)
 		}
+	}
+	if strings.Contains(r.stdout, "answered 503: answered") || strings.Contains(r.stdout, "no answer: no answer") {
+		t.Errorf("webhooks get says a status twice:\n%s", r.stdout)
 	}
 	if r := f.ok("webhooks", "redeliver", id[1], "--all"); r.stdout != "redelivered 1\n" {
 		t.Errorf("webhooks redeliver --all hurries the pending delivery: %q", r.stdout)

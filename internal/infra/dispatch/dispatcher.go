@@ -421,15 +421,15 @@ func (d *Dispatcher) deliver(ctx, actx context.Context, c claimed) {
 			d.lag.Observe(time.Since(c.event.At).Seconds())
 		}
 	default:
-		result, msg := "refused", fmt.Sprintf("answered %d", status)
+		result := "refused"
 		var st *int
 		wait := d.backoff(c.attempt)
 		gone := false
 		switch {
 		case errors.Is(sendErr, ErrAddressNotAllowed):
-			result, msg, ms = "not_allowed", ErrAddressNotAllowed.Error(), 0 // nothing about the target, its timing neither
+			result, ms = "not_allowed", 0 // nothing about the target, its timing neither
 		case sendErr != nil:
-			result, msg = "error", sendErr.Error()
+			result = "error"
 		default:
 			st = &status
 			switch after, ok := retryAfter(ans.retryAfter, time.Now()); {
@@ -438,16 +438,17 @@ func (d *Dispatcher) deliver(ctx, actx context.Context, c claimed) {
 			case (status == 429 || status == 503) && ok:
 				// Retry-After may lengthen the backoff, never shorten it.
 				result, wait = "throttled", max(min(after, d.cfg.RetryAfterMax), wait)
-				msg = fmt.Sprintf("answered %d, Retry-After %s", status, wait.Round(time.Second))
 			}
 		}
+		// What the tenant reads: one sentence, never the status again.
+		msg := attemptError(sendErr, status, result == "throttled", wait, d.cfg.Timeout)
 		d.attempts.WithLabelValues(result).Inc()
 		a.DurationMS = ms
 		var state string
 		state, err = store.Failed(ctx, d.cfg.Pool, a, store.FailedParams{Status: st, Error: msg, WaitSeconds: wait.Seconds(),
 			MaxAgeSeconds: d.cfg.MaxAge.Seconds(), DisableAfterSeconds: d.cfg.DisableAfter.Seconds(), Gone: gone})
 		if err == nil {
-			log.Warn("webhooks: delivery failed", "err", msg, "state", state)
+			log.Warn("webhooks: delivery failed", "result", result, "status", status, "err", sendErr, "state", state)
 		}
 	}
 	var pgErr *pgconn.PgError
@@ -482,7 +483,7 @@ func (d *Dispatcher) attempt(ctx context.Context, c claimed) (answer, error) {
 	secrets := make([]string, 0, 2)
 	s, err := secret(d.cfg.Keys, c.keyID, c.tenant, c.endpoint, c.nonce)
 	if err != nil {
-		return answer{}, errors.New("the endpoint's secret: its server key was retired")
+		return answer{}, errKeyRetired
 	}
 	secrets = append(secrets, s)
 	if c.prevKeyID != nil {

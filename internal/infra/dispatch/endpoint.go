@@ -207,7 +207,7 @@ func prepareCreate(keys *token.Keyring, o Options, tenant string, n NewEndpoint)
 func (p creation) insert(ctx context.Context, tx pgx.Tx) (store.EndpointRow, error) {
 	row, err := store.CreateEndpoint(ctx, tx, p.row)
 	if errors.Is(err, store.ErrEndpointLimit) {
-		return row, fmt.Errorf("%w: a tenant may register %d", ErrTooManyEndpoints, p.row.Max)
+		return row, fmt.Errorf("%w: your tenant has the most webhook endpoints this server allows (%d, TOKEND_WEBHOOK_MAX_ENDPOINTS); delete one first", ErrTooManyEndpoints, p.row.Max)
 	}
 	if err != nil {
 		return row, fmt.Errorf("dispatch: create: %w", err)

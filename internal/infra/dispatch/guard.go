@@ -210,7 +210,7 @@ func (p policy) checkHost(host string) error {
 		return fmt.Errorf("%w: %w", ErrHostNotAllowed, ErrAddressNotAllowed)
 	}
 	if len(p.names) > 0 && len(p.nets) == 0 {
-		return fmt.Errorf("%w: %s is not on TOKEND_WEBHOOK_ALLOWED_HOSTS", ErrHostNotAllowed, host)
+		return fmt.Errorf("%w: the URL's host %s is not on the server's allow-list, TOKEND_WEBHOOK_ALLOWED_HOSTS; its operator can add it", ErrHostNotAllowed, host)
 	}
 	return nil // a name: judged by what it resolves to, at every attempt
 }

@@ -122,7 +122,7 @@ type answer struct {
 func (s *sender) send(ctx context.Context, url string, header http.Header, body []byte) (answer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return answer{}, errors.New("invalid request")
+		return answer{}, errBadURL
 	}
 	if s.proxy != nil {
 		via, err := s.proxy(req.URL)

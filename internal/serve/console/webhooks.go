@@ -4,9 +4,11 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -35,6 +37,17 @@ type attempt struct {
 	Status     *int      `json:"status"` // nil when no answer came
 	Error      string    `json:"error"`
 	DurationMS int64     `json:"duration_ms"`
+}
+
+// Said is what the attempt's error adds to its status: the whole of it
+// when no answer came; else without the "answered 503" that attempts
+// recorded before issue 47 repeated from their status.
+func (a attempt) Said() string {
+	if a.Status == nil {
+		return a.Error
+	}
+	e := strings.TrimPrefix(a.Error, fmt.Sprintf("answered %d", *a.Status))
+	return strings.TrimPrefix(e, ", ")
 }
 
 type delivery struct {

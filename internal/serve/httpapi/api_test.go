@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -181,8 +182,16 @@ func wantProblem(t *testing.T, res response, status int, code string) problem {
 	if res.status != status || p.Status != status || p.Code != code || p.Title == "" || p.Detail == "" || p.Type == "" {
 		t.Errorf("got %d %s, want a %d %s problem with type, title and detail", res.status, res.body, status, code)
 	}
+	if m := internalName.FindString(p.Detail); m != "" {
+		t.Errorf("the detail %q says %q: an error chain of the server's, not what happened in the caller's words", p.Detail, m)
+	}
 	return p
 }
+
+// internalName finds what a problem's detail must not say: a Go package's
+// error prefix ("dispatch: ", "intent: "; not one that is also a field's
+// name, as in "token: is required") or Go's own error texts.
+var internalName = regexp.MustCompile(`\b(?:admin|apikey|cache|consume|dispatch|httpapi|inspect|intent|jsonread|reqbody|store|webhookapi|pgx|pgconn|json|tokend): |context deadline|dial tcp|%!`)
 
 func mustUnmarshal(t *testing.T, b []byte, v any) {
 	t.Helper()

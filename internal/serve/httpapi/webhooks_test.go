@@ -181,3 +181,68 @@ func loose(t *testing.T, b []byte, v any) {
 		t.Fatalf("decode %s: %v", b, err)
 	}
 }
+
+// TestWebhookRefusalsSayWhatHappened: a refused webhook request answers a
+// detail in the operator's words, naming the setting that decides it, and
+// nothing of the server's own names ("dispatch: host not allowed: refused:
+// address not allowed" was what a refused address read); the detail says
+// <, > and & as themselves, not \u003c.
+func TestWebhookRefusalsSayWhatHappened(t *testing.T) {
+	t.Parallel()
+	keys, err := token.NewKeyring(strings.Repeat("w", token.MinKeyLen))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := newAPI(t, func(c *httpapi.Config) {
+		c.Mounts = append(c.Mounts, webhookapi.Mount(c.Pool, keys, dispatch.Options{AllowedHosts: []string{"hooks.example"}, MaxEndpoints: 1}))
+	})
+	open := newAPI(t, func(c *httpapi.Config) {
+		c.Mounts = append(c.Mounts, webhookapi.Mount(c.Pool, keys, dispatch.Options{}))
+	})
+	if res := listed.post(listed.operator(), "/v1/admin/webhooks", `{"url":"https://hooks.example/in"}`); res.status != http.StatusCreated {
+		t.Fatalf("create = %d %s", res.status, res.body)
+	}
+	tests := []struct {
+		name   string
+		a      *api
+		method string
+		path   string
+		body   string
+		status int
+		code   string
+		want   []string
+	}{
+		{"a loopback address", open, http.MethodPost, "/v1/admin/webhooks", `{"url":"http://127.0.0.1:9000/hook"}`, http.StatusBadRequest, "invalid_request",
+			[]string{"loopback, private or reserved address", "TOKEND_WEBHOOK_ALLOWED_HOSTS"}},
+		{"the metadata address", open, http.MethodPost, "/v1/admin/webhooks", `{"url":"http://169.254.169.254/latest/meta-data/"}`, http.StatusBadRequest, "invalid_request",
+			[]string{"TOKEND_WEBHOOK_ALLOWED_HOSTS"}},
+		{"a host off the allow-list", listed, http.MethodPost, "/v1/admin/webhooks", `{"url":"https://elsewhere.example/"}`, http.StatusBadRequest, "invalid_request",
+			[]string{"elsewhere.example is not on the server's allow-list, TOKEND_WEBHOOK_ALLOWED_HOSTS"}},
+		{"one endpoint too many", listed, http.MethodPost, "/v1/admin/webhooks", `{"url":"https://hooks.example/two"}`, http.StatusConflict, "too_many_endpoints",
+			[]string{"your tenant has the most webhook endpoints this server allows (1, TOKEND_WEBHOOK_MAX_ENDPOINTS)", "TOKEND_WEBHOOK_MAX_ENDPOINTS"}},
+		{"a missing endpoint", open, http.MethodGet, "/v1/admin/webhooks/whe_missing", "", http.StatusNotFound, "not_found",
+			[]string{"no webhook endpoint with this id"}},
+		{"markup in the URL", open, http.MethodPost, "/v1/admin/webhooks", `{"url":"<key>&<b>"}`, http.StatusBadRequest, "invalid_request",
+			[]string{`url "<key>&<b>": want an absolute http or https URL`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := tt.a.do(request{method: tt.method, path: tt.path, key: tt.a.operator(), body: tt.body})
+			p := wantProblem(t, res, tt.status, tt.code)
+			for _, w := range tt.want {
+				if !strings.Contains(p.Detail, w) {
+					t.Errorf("detail %q, want it to say %q", p.Detail, w)
+				}
+			}
+			for _, internal := range []string{"dispatch", "refused:", "host not allowed", "invalid request"} {
+				if strings.Contains(p.Detail, internal) {
+					t.Errorf("detail %q says %q", p.Detail, internal)
+				}
+			}
+			if strings.Contains(tt.body, "<") && (strings.Contains(string(res.body), `\u003c`) || strings.Contains(string(res.body), `\u0026`) ||
+				!strings.Contains(string(res.body), `<key>&<b>`)) {
+				t.Errorf("the body escapes markup as HTML: %s", res.body)
+			}
+		})
+	}
+}

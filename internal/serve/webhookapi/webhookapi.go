@@ -45,17 +45,18 @@ type handlers struct {
 	opts dispatch.Options
 }
 
+// problem is the answer to a refusal of package dispatch; its detail is
+// dispatch.Explain's sentence, never the error's "dispatch: …" chain.
 func problem(err error) error {
 	switch {
 	case errors.Is(err, dispatch.ErrNotFound):
-		return &httpapi.Problem{Status: http.StatusNotFound, Code: "not_found", Detail: "no such webhook endpoint"}
+		return &httpapi.Problem{Status: http.StatusNotFound, Code: "not_found", Detail: dispatch.Explain(err)}
 	case errors.Is(err, dispatch.ErrInvalidRequest), errors.Is(err, dispatch.ErrHostNotAllowed):
-		return &httpapi.Problem{Status: http.StatusBadRequest, Code: "invalid_request", Detail: err.Error()}
+		return &httpapi.Problem{Status: http.StatusBadRequest, Code: "invalid_request", Detail: dispatch.Explain(err)}
 	case errors.Is(err, dispatch.ErrKeyReused):
-		return &httpapi.Problem{Status: http.StatusUnprocessableEntity, Code: "idempotency_key_reused", Title: "Idempotency key reused",
-			Detail: "this Idempotency-Key was already used for a different webhook request (route, endpoint, url, event types or overlap)"}
+		return &httpapi.Problem{Status: http.StatusUnprocessableEntity, Code: "idempotency_key_reused", Title: "Idempotency key reused", Detail: dispatch.Explain(err)}
 	case errors.Is(err, dispatch.ErrTooManyEndpoints):
-		return &httpapi.Problem{Status: http.StatusConflict, Code: "too_many_endpoints", Detail: err.Error()}
+		return &httpapi.Problem{Status: http.StatusConflict, Code: "too_many_endpoints", Detail: dispatch.Explain(err)}
 	}
 	return err
 }
