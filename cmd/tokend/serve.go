@@ -98,7 +98,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	hooks, err := dispatch.New(dispatch.Config{Pool: pool, Keys: keys, Timeout: cfg.WebhookTimeout,
 		Lease: 3 * cfg.WebhookTimeout, MaxAge: cfg.WebhookMaxAge, DisableAfter: cfg.WebhookDisableAfter,
 		AllowedHosts: cfg.WebhookAllowedHosts, EndpointConcurrency: cfg.WebhookEndpointConcurrency,
-		TenantConcurrency: cfg.WebhookTenantConcurrency, Proxy: cfg.webhookProxy, Logger: log})
+		TenantConcurrency: cfg.WebhookTenantConcurrency, Proxy: cfg.webhookProxy, Logger: log, Tracer: cfg.traces.Provider()})
 	if err != nil {
 		return err
 	}
