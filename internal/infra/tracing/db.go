@@ -55,14 +55,14 @@ func (d *DB) start(ctx context.Context, name string, attrs ...attribute.KeyValue
 // which names its span; "postgresql" when there is none.
 func operation(sql string) string {
 	sql = strings.TrimLeft(sql, " \t\r\n(")
-	end := 0
-	for end < len(sql) && end < 16 && (sql[end]|0x20 >= 'a' && sql[end]|0x20 <= 'z') {
-		end++
+	n := 0
+	for n < len(sql) && n < 16 && (sql[n]|0x20 >= 'a' && sql[n]|0x20 <= 'z') {
+		n++
 	}
-	if end == 0 {
+	if n == 0 {
 		return "postgresql"
 	}
-	return strings.ToUpper(sql[:end])
+	return strings.ToUpper(sql[:n])
 }
 
 func end(ctx context.Context, err error) {

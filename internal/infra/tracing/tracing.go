@@ -131,10 +131,6 @@ func newResource(ctx context.Context) (*resource.Resource, error) {
 	return res, nil
 }
 
-// NewForTest returns a Tracing over the given provider, for tests that
-// record spans in memory (sdk/trace/tracetest).
-func NewForTest(p *sdktrace.TracerProvider) *Tracing { return &Tracing{provider: p} }
-
 // Provider returns the tracer provider; nil Tracing (off) gives nil.
 func (t *Tracing) Provider() trace.TracerProvider {
 	if t == nil {
