@@ -20,7 +20,6 @@ import (
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -138,10 +137,6 @@ func (t *Tracing) Provider() trace.TracerProvider {
 	}
 	return t.provider
 }
-
-// Propagator is how a caller's trace context is read: W3C Trace Context
-// (traceparent, tracestate) only.
-func Propagator() propagation.TextMapPropagator { return propagation.TraceContext{} }
 
 // Shutdown exports the spans still buffered and stops the exporter, giving
 // up when ctx ends. Nil Tracing does nothing.
