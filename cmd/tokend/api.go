@@ -49,7 +49,7 @@ func newAPI(ctx context.Context, cfg serveConfig, pool, listen *pgxpool.Pool, ke
 	for _, k := range cfg.PreviousSecretKeys {
 		previousMACs = append(previousMACs, cache.MACKey([]byte(k)))
 	}
-	c, err := cache.New(cache.Config{URL: cfg.RedisURL, Observer: m, Logger: log, RequestID: httpapi.RequestID,
+	c, err := cache.New(cache.Config{URL: cfg.RedisURL, Observer: m, Logger: log, RequestID: httpapi.RequestID, Hook: cfg.traces.Redis(),
 		MACKey: cache.MACKey([]byte(cfg.SecretKey)), PreviousMACKeys: previousMACs})
 	if err != nil {
 		return nil, nil, usageError{err}
@@ -100,6 +100,7 @@ func newAPI(ctx context.Context, cfg serveConfig, pool, listen *pgxpool.Pool, ke
 		Logger:      log,
 		Cache:       c,
 		Metrics:     m,
+		Tracer:      cfg.traces.Provider(),
 		RateLimit:   httpapi.RateLimit{PerSecond: cfg.RateLimit},
 		Mounts: []httpapi.Mount{ledgerapi.Mount(pool), webhookapi.Mount(pool, keys, dispatch.Options{AllowedHosts: cfg.WebhookAllowedHosts,
 			MaxEndpoints: cfg.WebhookMaxEndpoints, SecretOverlap: cfg.WebhookSecretOverlap}), func(r httpapi.Routes) {

@@ -16,6 +16,7 @@ import (
 	"github.com/tokend/tokend/admin"
 	"github.com/tokend/tokend/internal/infra/apikey"
 	"github.com/tokend/tokend/internal/infra/dispatch"
+	"github.com/tokend/tokend/internal/infra/tracing"
 	"github.com/tokend/tokend/token"
 )
 
@@ -40,6 +41,9 @@ type dbConfig struct {
 	// MigrationLockTimeout (TOKEND_MIGRATION_LOCK_TIMEOUT) bounds the wait
 	// for a lock while migrating. Default: defaultMigrationLockTimeout.
 	MigrationLockTimeout time.Duration
+	// tracer, when tracing is on (serve only), makes a span of each
+	// statement a traced request runs.
+	tracer *tracing.DB
 }
 
 func (c *dbConfig) bind(fs *flag.FlagSet, env envFlags) {
@@ -130,6 +134,9 @@ type serveConfig struct {
 	SecretKey          string
 	PreviousSecretKeys []string
 	previousKeysFile   string // TOKEND_PREVIOUS_SECRET_KEYS_FILE, to name in errors
+	// traces is OpenTelemetry tracing, on when the standard OTEL_*
+	// variables turn it on (tracing.Enabled); nil: off.
+	traces *tracing.Tracing
 }
 
 func (c *serveConfig) bind(fs *flag.FlagSet, env envFlags) {

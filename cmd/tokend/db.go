@@ -226,7 +226,11 @@ func keepsSession(ctx context.Context, url string) error {
 	return nil
 }
 
-// applyPoolConfig makes pc send statements as c's pooling requires.
+// applyPoolConfig makes pc send statements as c's pooling requires, and
+// trace them when tracing is on.
 func (c dbConfig) applyPoolConfig(pc *pgxpool.Config) {
 	pc.ConnConfig.DefaultQueryExecMode = c.execMode()
+	if c.tracer != nil {
+		pc.ConnConfig.Tracer = c.tracer
+	}
 }

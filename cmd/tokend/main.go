@@ -65,6 +65,10 @@ TOKEND_DATABASE_SESSION_URL and TOKEND_REDIS_URL may each be read from a file in
   NAME_FILE                    the file's path, e.g. /run/secrets/tokend_key
   $CREDENTIALS_DIRECTORY/NAME  a systemd credential called NAME (LoadCredential=NAME:/path)
 a trailing line break is dropped; NAME and NAME_FILE both set is an error.
+
+traces (OpenTelemetry, off by default): OTEL_TRACES_EXPORTER=otlp or an
+OTEL_EXPORTER_OTLP_ENDPOINT turns them on, OTEL_SDK_DISABLED=true off; the other
+standard OTEL_* variables apply (docs/tracing.md).
 `
 
 func main() {

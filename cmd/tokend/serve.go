@@ -16,11 +16,13 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel"
 
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/internal/infra/cache"
 	"github.com/tokend/tokend/internal/infra/dispatch"
+	"github.com/tokend/tokend/internal/infra/tracing"
 	"github.com/tokend/tokend/internal/serve/httpapi"
 	"github.com/tokend/tokend/internal/serve/logredact"
 	"github.com/tokend/tokend/token"
@@ -54,6 +56,27 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
+	// Tracing is off unless the OTEL_* variables turn it on. The exporter
+	// and the SDK read their own variables from the process's environment.
+	if cfg.traces, err = tracing.Start(ctx, getenv); err != nil {
+		return usageError{err}
+	}
+	if cfg.traces != nil {
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("tracing", "error", err.Error()) }))
+		cfg.tracer = cfg.traces.DB()
+		log.Info("tracing on", "exporter", "otlp")
+		// Deferred first, so it runs last: after the pool and the
+		// dispatcher stop, the spans they ended are flushed, for at most
+		// traceFlushTimeout.
+		defer func() {
+			fctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
+			defer cancel()
+			if err := cfg.traces.Shutdown(fctx); err != nil {
+				log.Warn("tracing: spans not flushed", "error", err.Error())
+			}
+		}()
+	}
+
 	if err := cfg.checkRole(ctx, getenv(allowSuperuserVar) == "1", log); err != nil {
 		return err
 	}
@@ -75,7 +98,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	hooks, err := dispatch.New(dispatch.Config{Pool: pool, Keys: keys, Timeout: cfg.WebhookTimeout,
 		Lease: 3 * cfg.WebhookTimeout, MaxAge: cfg.WebhookMaxAge, DisableAfter: cfg.WebhookDisableAfter,
 		AllowedHosts: cfg.WebhookAllowedHosts, EndpointConcurrency: cfg.WebhookEndpointConcurrency,
-		TenantConcurrency: cfg.WebhookTenantConcurrency, Proxy: cfg.webhookProxy, Logger: log})
+		TenantConcurrency: cfg.WebhookTenantConcurrency, Proxy: cfg.webhookProxy, Logger: log, Tracer: cfg.traces.Provider()})
 	if err != nil {
 		return err
 	}
@@ -161,6 +184,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	log.Info("stopped")
 	return nil
 }
+
+// traceFlushTimeout bounds the export of the spans still buffered at
+// shutdown: a collector that does not answer must not hold the exit up.
+const traceFlushTimeout = 5 * time.Second
 
 // minPoolConns is the floor of the default pool: enough transactions in
 // flight to fill a group commit while the one before it waits for its WAL

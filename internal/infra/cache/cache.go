@@ -109,6 +109,9 @@ func New(cfg Config) (*Cache, error) {
 	}
 	c.breaker = newBreaker(cfg.BreakerThreshold, cfg.BreakerCooldown, onChange)
 	c.rdb = build()
+	if cfg.Hook != nil {
+		c.rdb.AddHook(cfg.Hook)
+	}
 	c.now = clock.Now
 	c.macKey, c.oldMACs = cfg.MACKey, cfg.PreviousMACKeys
 	if len(c.macKey) == 0 {

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Defaults for the fields of Config left zero.
@@ -107,6 +109,9 @@ type Config struct {
 	// RequestID, if set, returns the id of the request a context belongs
 	// to, for the warnings Logger receives.
 	RequestID func(context.Context) string
+	// Hook, if set, is added to the Redis client: tokend serve's tracing
+	// (internal/infra/tracing) makes a span of each command with it.
+	Hook redis.Hook
 	// Observer, if set, is told the result of every Redis operation and each
 	// change of the breaker's state, for metrics.
 	Observer Observer

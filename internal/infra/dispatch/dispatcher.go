@@ -18,6 +18,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tokend/tokend/event"
 	"github.com/tokend/tokend/internal/infra/store"
@@ -94,6 +98,11 @@ type Config struct {
 	// allowed. Default: nil, every delivery connects directly.
 	Proxy  ProxyFunc
 	Logger *slog.Logger // defaults to slog.Default()
+	// Tracer, when set, makes a span of each delivery attempt, the root of
+	// a trace of its own (the request whose event it carries is long over,
+	// and its trace context is not stored with the event), with the
+	// statements that record the attempt under it. Nil: no spans.
+	Tracer trace.TracerProvider
 
 	// lookup and control replace the resolver and the dialer's check in
 	// tests, so that no test asks a DNS server or connects outside loopback.
@@ -399,10 +408,36 @@ func (d *Dispatcher) claim(ctx context.Context, s *shares, n int) ([]claimed, in
 // cancel) and records the answer; ctx ending is a shutdown.
 func (d *Dispatcher) deliver(ctx, actx context.Context, c claimed) {
 	log := d.log.With("tenant", c.tenant, "endpoint", c.endpoint, "event", c.event.ID, "attempt", c.attempt)
+	var result string // what the attempt came to, for its span
+	if d.cfg.Tracer != nil {
+		var span trace.Span
+		ctx, span = d.cfg.Tracer.Tracer("github.com/tokend/tokend").Start(ctx, "webhook delivery", trace.WithNewRoot(),
+			trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+				attribute.String("tokend.tenant", c.tenant),
+				attribute.String("tokend.webhook.endpoint", c.endpoint),
+				attribute.String("tokend.event.id", c.event.ID),
+				attribute.String("tokend.event.type", c.event.Type),
+				attribute.Int("tokend.webhook.attempt", c.attempt)))
+		actx = trace.ContextWithSpan(actx, span)
+		// Never the URL: a receiver's may hold a credential of its own.
+		defer func() {
+			if result != "" {
+				span.SetAttributes(attribute.String("tokend.webhook.result", result))
+			}
+			if result != "delivered" {
+				span.SetStatus(codes.Error, result)
+			}
+			span.End()
+		}()
+	}
 	start := time.Now()
 	ans, sendErr := d.attempt(actx, c)
 	if ctx.Err() != nil {
+		result = "shutdown"
 		return // shutting down: the lease runs out and another round sends it
+	}
+	if ans.status != 0 {
+		trace.SpanFromContext(actx).SetAttributes(semconv.HTTPResponseStatusCode(ans.status))
 	}
 	if errors.Is(context.Cause(actx), errPreempted) {
 		sendErr = errPreempted
@@ -413,7 +448,8 @@ func (d *Dispatcher) deliver(ctx, actx context.Context, c claimed) {
 	a := store.AttemptParams{Tenant: c.tenant, Endpoint: c.endpoint, Pos: c.pos, Attempt: c.attempt}
 	switch {
 	case sendErr == nil && status/100 == 2:
-		d.attempts.WithLabelValues("delivered").Inc()
+		result = "delivered"
+		d.attempts.WithLabelValues(result).Inc()
 		a.DurationMS = ms
 		var recorded bool
 		recorded, err = store.Delivered(ctx, d.cfg.Pool, a, status)
@@ -421,7 +457,7 @@ func (d *Dispatcher) deliver(ctx, actx context.Context, c claimed) {
 			d.lag.Observe(time.Since(c.event.At).Seconds())
 		}
 	default:
-		result := "refused"
+		result = "refused"
 		var st *int
 		wait := d.backoff(c.attempt)
 		gone := false

@@ -13,16 +13,20 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/tokend/tokend/admin"
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/intent"
 	"github.com/tokend/tokend/internal/infra/apikey"
 	"github.com/tokend/tokend/internal/infra/cache"
+	"github.com/tokend/tokend/internal/infra/tracing"
 	"github.com/tokend/tokend/internal/serve/feedwait"
 	"github.com/tokend/tokend/internal/serve/httpapi"
 	"github.com/tokend/tokend/internal/testkit/redistest"
@@ -263,5 +267,80 @@ func BenchmarkParkedWaiters(b *testing.B) {
 		b.ReportMetric(idleStmts, "idle_stmts/s")
 		b.ReportMetric(float64(median(idle).Microseconds()), "idle_µs")
 		b.ReportMetric(float64(median(withWaiters).Microseconds()), "parked_µs")
+	}
+}
+
+// BenchmarkTracingSpend is BenchmarkIssueAndSpend with tracing off (no
+// Config.Tracer, no pgx tracer: what tokend serve runs without OTEL_*
+// variables) and on (every request sampled, its spans and its statements'
+// handed to a batch processor whose exporter discards them), in one run on
+// one database, so the two compare. Run it with -count to interleave:
+//
+//	go test -run '^$' -bench BenchmarkTracingSpend -count 3 ./internal/serve/httpapi/
+func BenchmarkTracingSpend(b *testing.B) {
+	base, key := benchConfig(b)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	pc, err := pgxpool.ParseConfig(base.Pool.Config().ConnString())
+	if err != nil {
+		b.Fatal(err)
+	}
+	pc.ConnConfig.Tracer = tracing.NewDB(tp)
+	tracedPool, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tracedPool.Close()
+	for _, bc := range []struct {
+		name string
+		pool *pgxpool.Pool
+		tp   *sdktrace.TracerProvider
+	}{{"off", base.Pool, nil}, {"on", tracedPool, tp}} {
+		b.Run(bc.name, func(b *testing.B) {
+			cfg := base
+			cfg.Pool, cfg.Logger = bc.pool, slog.New(slog.NewJSONHandler(io.Discard, nil))
+			if bc.tp != nil {
+				cfg.Tracer = bc.tp
+			}
+			srv, err := httpapi.New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			do := func(path, intentID, body string, want int) []byte {
+				req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+key)
+				req.Header.Set("Content-Type", "application/json")
+				if intentID != "" {
+					req.Header.Set("Idempotency-Key", intentID)
+				}
+				rec := httptest.NewRecorder()
+				srv.ServeHTTP(rec, req)
+				if rec.Code != want {
+					b.Fatalf("POST %s: %d %s", path, rec.Code, rec.Body)
+				}
+				return rec.Body.Bytes()
+			}
+			const payload = `{"account":"acct-1","amount":1}`
+			b.ReportAllocs()
+			// The process's CPU time per op, tokend's side only: on a busy
+			// machine the wall time is mostly waiting for Postgres's commits.
+			cpu := func() time.Duration {
+				var ru syscall.Rusage
+				_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+				return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+			}
+			cpu0 := cpu()
+			defer func() { b.ReportMetric(float64(cpu()-cpu0)/float64(b.N), "cpu-ns/op") }()
+			n := 0
+			for b.Loop() {
+				n++
+				var tok struct{ Token string }
+				if err := json.Unmarshal(do("/v1/tokens", fmt.Sprintf("bench-%s-%d-%d", bc.name, time.Now().UnixNano(), n),
+					`{"operation":"ledger.credit","subject":"s","ttl_seconds":600,"payload":`+payload+`}`, http.StatusCreated), &tok); err != nil {
+					b.Fatal(err)
+				}
+				do("/v1/tokens/consume", "", `{"token":"`+tok.Token+`","operation":"ledger.credit","subject":"s","payload":`+payload+`}`, http.StatusOK)
+			}
+		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tokend/tokend/internal/infra/apikey"
 	"github.com/tokend/tokend/internal/serve/logredact"
@@ -63,6 +64,11 @@ func (s *Server) accessLog(c *gin.Context) {
 		slog.Int("status", status),
 		slog.Int("bytes", max(c.Writer.Size(), 0)),
 		slog.Duration("duration", time.Since(start)),
+	}
+	// The trace a sampled request's spans were exported under, to go from
+	// the line to the trace.
+	if sc := trace.SpanContextFromContext(c.Request.Context()); sc.IsSampled() {
+		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
 	}
 	if k, ok := c.Get(callerKey); ok {
 		k := k.(apikey.Key)

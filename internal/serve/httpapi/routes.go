@@ -45,6 +45,9 @@ func (s *Server) routes(middleware []gin.HandlerFunc, mounts []Mount) *gin.Engin
 	// cancellation, like c.Request.Context().
 	e.ContextWithFallback = true
 
+	if s.tracing != nil {
+		e.Use(s.tracing) // first, so that its span spans the whole request
+	}
 	e.Use(s.requestID, s.accessLog, s.recoverPanic)
 	e.Use(middleware...) // before the body limit, so metrics count 413s too
 	e.Use(oneReading, s.limitBody, requireText)

@@ -28,6 +28,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/intent"
@@ -88,6 +90,12 @@ type Config struct {
 	// FeedWaiters parks the long polls of GET /v1/events. Default: a hub on
 	// Pool with internal/serve/feedwait's defaults.
 	FeedWaiters *feedwait.Hub
+	// Tracer, when set, gives each request a server span (route, method,
+	// status, tenant, problem code), a child of the caller's W3C
+	// traceparent if one came, and puts it in the request's context, where
+	// the database's and Redis's spans find their parent. Nil: no spans,
+	// and no cost.
+	Tracer trace.TracerProvider
 	// FeedStallAfter is how long a transaction may stay open on the
 	// database server before /readyz names it as a stall of the event feed
 	// (without going unready). Default DefaultFeedStallAfter.
@@ -154,6 +162,7 @@ type Server struct {
 	ready          readyCache
 	feedStallAfter time.Duration
 	engine         *gin.Engine
+	tracing        gin.HandlerFunc // nil: tracing off
 }
 
 // New returns a Server configured by cfg. It puts gin, process-wide, in
@@ -196,6 +205,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Cache.Status() != cache.StatusOff {
 		s.checks = append(s.checks, Check{Name: cacheCheck, Optional: true, Ping: cfg.Cache.Probe})
+	}
+	if cfg.Tracer != nil {
+		s.tracing = traceRequests(cfg.Tracer, propagation.TraceContext{})
 	}
 	middleware, mounts := cfg.Middleware, cfg.Mounts
 	if cfg.Metrics != nil {
