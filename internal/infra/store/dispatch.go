@@ -166,30 +166,50 @@ WITH ep AS (
 )
 SELECT (SELECT count(*) FROM ev), (SELECT count(*) FROM ins)`
 
-// dueTenantsSQL is the tenants with deliveries due now, by name. It looks
+// dueTenantsSQL is the tenants with deliveries due now, by name, each with
+// what it has in flight on every instance together (leases not run out, on
+// all its endpoints, disabled ones too, as claimSQL counts them). It looks
 // up each enabled endpoint's first due delivery in the endpoint's due index
-// (webhook_deliveries_endpoint_due), skipping only those in flight, so it
-// costs one short index probe per endpoint whatever the backlog: it runs
-// before the claim lock is taken, and no claim waits behind it.
+// (webhook_deliveries_endpoint_due), skipping only those in flight, and a
+// due tenant's leases in webhook_deliveries_leased, so it costs one short
+// index probe per endpoint whatever the backlog: it runs before any claim
+// lock is taken, and no claim waits behind it.
 const dueTenantsSQL = `
-SELECT w.tenant_id FROM webhook_endpoints w
-WHERE w.enabled AND EXISTS (
-    SELECT 1 FROM webhook_deliveries d
-    WHERE d.tenant_id = w.tenant_id AND d.endpoint_id = w.id AND d.state = 'pending'
-      AND d.next_attempt_at <= now() AND (d.leased_until IS NULL OR d.leased_until <= now()))
-GROUP BY w.tenant_id
-ORDER BY w.tenant_id`
+SELECT due.tenant_id, f.busy FROM (
+    SELECT w.tenant_id FROM webhook_endpoints w
+    WHERE w.enabled AND EXISTS (
+        SELECT 1 FROM webhook_deliveries d
+        WHERE d.tenant_id = w.tenant_id AND d.endpoint_id = w.id AND d.state = 'pending'
+          AND d.next_attempt_at <= now() AND (d.leased_until IS NULL OR d.leased_until <= now()))
+    GROUP BY w.tenant_id
+) due
+CROSS JOIN LATERAL (
+    SELECT count(*) AS busy FROM webhook_deliveries b
+    WHERE b.tenant_id = due.tenant_id AND b.state = 'pending'
+      AND b.leased_until IS NOT NULL AND b.leased_until > now()
+) f
+ORDER BY due.tenant_id`
 
-// claimLockSQL serializes claims across instances, so that what each
-// endpoint and tenant has in flight is counted right; a claim is one short
-// statement.
-const claimLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('tokend.webhooks.claim', 0))`
+// claimLockSQL is what every instance of this release takes before it
+// claims: the lock of the previous releases' claims (one for the whole
+// database) in shared mode, so that this release's claims never wait for
+// one another on it, while a previous release's instance, which takes it
+// exclusively, still excludes them during a rolling upgrade.
+const claimLockSQL = `SELECT pg_advisory_xact_lock_shared(hashtextextended('tokend.webhooks.claim', 0))`
+
+// claimTenantLockSQL tries to take tenant $1's claim lock for the rest of
+// the transaction: claims of one tenant are serialized across instances, so
+// that what its endpoints and it have in flight is counted right, and
+// claims of different tenants run side by side. Not had (another instance
+// is claiming that tenant's deliveries right now), the tenant is left to
+// that instance this round: no claim waits for another's.
+const claimTenantLockSQL = `SELECT pg_try_advisory_xact_lock(hashtextextended('tokend.webhooks.claim:' || $1, 0))`
 
 // claimLockTimeoutSQL bounds, for the rest of a claim's transaction (after
 // claimLockSQL), each wait for a delivery's row lock: a tenant whose rows an
 // operator's disable or redeliver holds is skipped this round (store.Claim
-// answers an error LockNotAvailable reports) instead of stalling every
-// tenant's claim behind the global lock.
+// answers an error LockNotAvailable reports) instead of holding its claim
+// lock while the other instances skip it.
 const claimLockTimeoutSQL = `SET LOCAL lock_timeout = '50ms'`
 
 // claimSQL leases for $2 seconds up to $1 due deliveries of tenant $5's

@@ -19,6 +19,7 @@ type Texts struct {
 	BehindSQL                string
 	ClaimLockSQL             string
 	ClaimLockTimeoutSQL      string
+	ClaimTenantLockSQL       string
 	ClaimSQL                 string
 	DeliveredSQL             string
 	DueTenantsSQL            string
@@ -101,6 +102,7 @@ func Statements() Texts {
 		BehindSQL:                behindSQL,
 		ClaimLockSQL:             claimLockSQL,
 		ClaimLockTimeoutSQL:      claimLockTimeoutSQL,
+		ClaimTenantLockSQL:       claimTenantLockSQL,
 		ClaimSQL:                 claimSQL,
 		DeliveredSQL:             deliveredSQL,
 		DueTenantsSQL:            dueTenantsSQL,
