@@ -353,3 +353,35 @@ FROM (SELECT count(*) FILTER (WHERE state = 'pending') AS pending,
              count(*) FILTER (WHERE state = 'parked') AS parked
       FROM webhook_deliveries WHERE state IN ('pending', 'parked')) d,
      (SELECT count(*) AS disabled FROM webhook_endpoints WHERE NOT enabled) w`
+
+// webhookStatsSQL is tenant $1's webhook figures, for its operators only
+// (GET /v1/admin/webhook-stats; /metrics, unauthenticated, names no
+// tenant): per endpoint, the deliveries it is owed (pending, and parked
+// while disabled), the age of its oldest pending one, and the delivery lag
+// (event commit to 2xx) of its latest deliveries made in the last $2
+// seconds (at most 200 of each endpoint), as p50 and p99 with their count.
+// One tenant, one shard on Citus.
+const webhookStatsSQL = `
+SELECT w.id, w.url, w.enabled, w.failing_since,
+       o.pending, o.parked, o.oldest,
+       l.n, l.q[1], l.q[2]
+FROM webhook_endpoints w
+CROSS JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE d.state = 'pending') AS pending,
+           count(*) FILTER (WHERE d.state = 'parked') AS parked,
+           coalesce(extract(epoch FROM now() - min(d.created_at) FILTER (WHERE d.state = 'pending')), 0)::float8 AS oldest
+    FROM webhook_deliveries d
+    WHERE d.tenant_id = $1 AND d.endpoint_id = w.id AND d.state IN ('pending', 'parked')
+) o
+CROSS JOIN LATERAL (
+    SELECT count(*) AS n,
+           coalesce(percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM r.finished_at - p.at)), ARRAY[0, 0]::float8[]) AS q
+    FROM (SELECT d.pos, d.finished_at FROM webhook_deliveries d
+          WHERE d.tenant_id = $1 AND d.endpoint_id = w.id AND d.state = 'delivered'
+            AND d.finished_at > now() - make_interval(secs => $2)
+          ORDER BY d.pos DESC
+          LIMIT 200) r
+    JOIN event_positions p ON p.tenant_id = $1 AND p.pos = r.pos
+) l
+WHERE w.tenant_id = $1
+ORDER BY w.created_at, w.id`

@@ -367,3 +367,28 @@ func Undelivered(ctx context.Context, q db.DBTX) (UndeliveredCounts, error) {
 	err := q.QueryRow(ctx, undeliveredSQL).Scan(&u.Pending, &u.OldestAgeSeconds, &u.Parked, &u.Disabled)
 	return u, err
 }
+
+// EndpointStatsRow is one endpoint's figures (webhookStatsSQL).
+type EndpointStatsRow struct {
+	ID, URL                      string
+	Enabled                      bool
+	FailingSince                 *time.Time
+	Pending, Parked              int64
+	OldestPendingAgeSeconds      float64
+	Delivered                    int64
+	LagP50Seconds, LagP99Seconds float64
+}
+
+// WebhookStats reads tenant's figures per endpoint, the lag over the
+// deliveries made in the last window (webhookStatsSQL).
+func WebhookStats(ctx context.Context, q db.DBTX, tenant string, window time.Duration) ([]EndpointStatsRow, error) {
+	rows, err := q.Query(ctx, webhookStatsSQL, tenant, window.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("webhooks: stats: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[EndpointStatsRow])
+	if err != nil {
+		return nil, fmt.Errorf("webhooks: stats: %w", err)
+	}
+	return out, nil
+}

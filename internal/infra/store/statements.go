@@ -79,6 +79,7 @@ type Texts struct {
 	TablesSQL               string
 	WebhookRequestAnswerSQL string
 	WebhookRequestClaimSQL  string
+	WebhookStatsSQL         string
 	WebhookRequestForgetSQL string
 	WebhookRequestGetSQL    string
 
@@ -160,6 +161,7 @@ func Statements() Texts {
 		TablesSQL:                tablesSQL,
 		WebhookRequestAnswerSQL:  webhookRequestAnswerSQL,
 		WebhookRequestClaimSQL:   webhookRequestClaimSQL,
+		WebhookStatsSQL:          webhookStatsSQL,
 		WebhookRequestForgetSQL:  webhookRequestForgetSQL,
 		WebhookRequestGetSQL:     webhookRequestGetSQL,
 		WebhookTenantsSQL:        webhookTenantsSQL,

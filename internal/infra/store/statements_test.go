@@ -29,6 +29,7 @@ func TestEveryStatementRuns(t *testing.T) {
 		"signed out": store.Statements().SignedOutSQL,
 		"tables":     store.Statements().TablesSQL, "blockers": store.Statements().BlockersSQL, "superuser": store.Statements().SuperuserSQL,
 		"due tenants": store.Statements().DueTenantsSQL, "delivered": store.Statements().DeliveredSQL, "failed": store.Statements().FailedSQL, "undelivered": store.Statements().UndeliveredSQL,
+		"webhook stats": store.Statements().WebhookStatsSQL,
 	})
 }
 
