@@ -178,3 +178,55 @@ type SecretRotation struct {
 func (c *Client) RotateWebhookSecret(ctx context.Context, id string, r SecretRotation) (*Webhook, error) {
 	return c.webhookOnce(ctx, "/v1/admin/webhooks/"+esc(id)+"/rotate-secret", r.IdempotencyKey, r)
 }
+
+// WebhookStats is what the tenant's webhooks are owed and how late they
+// are, for the tenant's operators only: the unauthenticated /metrics
+// names no tenant.
+type WebhookStats struct {
+	Meta `json:"-"`
+	// Pending deliveries are owed and tried; Parked ones wait for their
+	// endpoint to be enabled (they are not lag).
+	Pending int64 `json:"pending"`
+	Parked  int64 `json:"parked"`
+	// OldestPendingAgeSeconds is how long the oldest pending delivery has
+	// been owed; 0 when none is.
+	OldestPendingAgeSeconds float64 `json:"oldest_pending_age_seconds"`
+	// WindowSeconds is the window the lag figures are over: the latest
+	// deliveries made in it (at most 200 an endpoint).
+	WindowSeconds float64 `json:"window_seconds"`
+	// Delivered is how many deliveries the lag figures are over;
+	// LagP99Seconds the worst endpoint's p99, from an event's commit to its
+	// endpoint's 2xx answer.
+	Delivered         int64   `json:"delivered"`
+	LagP99Seconds     float64 `json:"lag_p99_seconds"`
+	FailingEndpoints  int     `json:"failing_endpoints"`
+	DisabledEndpoints int     `json:"disabled_endpoints"`
+	// Endpoints are the same figures per endpoint, oldest endpoint first.
+	Endpoints []WebhookEndpointStats `json:"endpoints"`
+}
+
+// WebhookEndpointStats is one endpoint's part of WebhookStats.
+type WebhookEndpointStats struct {
+	ID                      string     `json:"id"`
+	URL                     string     `json:"url"`
+	Enabled                 bool       `json:"enabled"`
+	FailingSince            *time.Time `json:"failing_since"` // set while its attempts fail
+	Pending                 int64      `json:"pending"`
+	Parked                  int64      `json:"parked"`
+	OldestPendingAgeSeconds float64    `json:"oldest_pending_age_seconds"`
+	Delivered               int64      `json:"delivered"`
+	LagP50Seconds           float64    `json:"lag_p50_seconds"`
+	LagP99Seconds           float64    `json:"lag_p99_seconds"`
+}
+
+// WebhookStats answers the tenant's webhook backlog, lag and failing
+// endpoints.
+func (c *Client) WebhookStats(ctx context.Context) (*WebhookStats, error) {
+	var out WebhookStats
+	m, err := c.send(ctx, http.MethodGet, "/v1/admin/webhook-stats", nil, nil, &out)
+	if err != nil {
+		return nil, err
+	}
+	out.Meta = m
+	return &out, nil
+}

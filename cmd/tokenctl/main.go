@@ -17,7 +17,7 @@
 //	tokenctl operations delete <name>
 //	tokenctl stats
 //	tokenctl events tail [--after CURSOR] [--follow]
-//	tokenctl webhooks create|list|get|enable|disable|delete|rotate-secret|redeliver …
+//	tokenctl webhooks create|list|stats|get|enable|disable|delete|rotate-secret|redeliver …
 //
 // Every command takes --url (env TOKENCTL_URL, default http://127.0.0.1:8080),
 // --key (env TOKENCTL_KEY, required) and --json, which prints the API's JSON
@@ -68,7 +68,7 @@ commands:
   events tail [--after CURSOR] [--follow]
                                         the tenant's token events after a cursor, one a line;
                                         --follow waits for new ones
-  webhooks create <endpoint-url> [--types a,b] | list | get <id> | enable <id> | disable <id> | delete <id>
+  webhooks create <endpoint-url> [--types a,b] | list | stats | get <id> | enable <id> | disable <id> | delete <id>
           | rotate-secret <id> [--overlap 24h]
           | redeliver <id> [--after POSITION] [--position POSITION] [--all] [--delivered]
                                         webhook endpoints; create and rotate-secret print the signing

@@ -15,6 +15,7 @@ const webhooksUsage = `usage: tokenctl webhooks <subcommand> [--url URL] [--key 
   webhooks create <endpoint-url> [--types issued,spend,...] [--idempotency-key KEY]
                                                              register an endpoint; prints its secret, once
   webhooks list                                              the tenant's endpoints
+  webhooks stats                                             what the tenant's endpoints are owed, their delivery lag, which fail
   webhooks get <id>                                          an endpoint, its latest deliveries and their attempts
   webhooks enable <id> | disable <id> | delete <id>           disabling parks its deliveries; enabling resumes them
   webhooks rotate-secret <id> [--overlap 24h] [--idempotency-key KEY]
@@ -29,7 +30,7 @@ const webhooksUsage = `usage: tokenctl webhooks <subcommand> [--url URL] [--key 
 func webhooksCmd(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 {
 		fmt.Fprint(e.stderr, webhooksUsage)
-		return usagef("webhooks: want create, list, get, enable, disable, delete, rotate-secret or redeliver")
+		return usagef("webhooks: want create, list, stats, get, enable, disable, delete, rotate-secret or redeliver")
 	}
 	sub, rest := args[0], args[1:]
 	switch sub {
@@ -67,6 +68,35 @@ func webhooksCmd(ctx context.Context, e *env, args []string) error {
 		for _, w := range l.Items {
 			t.row(w.ID, w.URL, strings.Join(w.EventTypes, ","), w.Enabled, w.FeedPosition)
 		}
+		return t.Flush()
+	case "stats":
+		c := e.newCommand("webhooks stats", "webhooks stats")
+		if _, err := c.parse(rest); err != nil {
+			return err
+		}
+		api, err := c.client()
+		if err != nil {
+			return err
+		}
+		s, err := api.WebhookStats(ctx)
+		if err != nil {
+			return err
+		}
+		if c.json {
+			return c.printJSON(s.Body)
+		}
+		t := newTable(c.stdout)
+		t.row("ID", "ENABLED", "FAILING_SINCE", "PENDING", "PARKED", "OLDEST_PENDING_AGE", "DELIVERED", "LAG_P50", "LAG_P99")
+		for _, w := range s.Endpoints {
+			failing := ""
+			if w.FailingSince != nil {
+				failing = w.FailingSince.UTC().Format(time.RFC3339)
+			}
+			t.row(w.ID, w.Enabled, failing, w.Pending, w.Parked, seconds(w.OldestPendingAgeSeconds), w.Delivered,
+				seconds(w.LagP50Seconds), seconds(w.LagP99Seconds))
+		}
+		t.row("all", "", fmt.Sprintf("%d failing", s.FailingEndpoints), s.Pending, s.Parked, seconds(s.OldestPendingAgeSeconds), s.Delivered,
+			"", seconds(s.LagP99Seconds))
 		return t.Flush()
 	case "get", "enable", "disable", "delete":
 		c := e.newCommand("webhooks "+sub, "webhooks "+sub+" <id>", "id")
@@ -185,4 +215,9 @@ func webhookCall(c *command, call func(*client.Client) (*client.Webhook, error))
 		}
 	}
 	return t.Flush()
+}
+
+// seconds renders a figure in seconds as a duration to the millisecond.
+func seconds(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
 }

@@ -57,6 +57,11 @@ func TestWebhooks(t *testing.T) {
 	if strings.Contains(r.stdout, "answered 503: answered") || strings.Contains(r.stdout, "no answer: no answer") {
 		t.Errorf("webhooks get says a status twice:\n%s", r.stdout)
 	}
+	// stats shows the endpoint's backlog and since when it fails.
+	if r := f.ok("webhooks", "stats"); !regexp.MustCompile(`(?m)^`+id[1]+` +true +2026-01-02T03:04:05Z +1 +0 `).MatchString(r.stdout) ||
+		!regexp.MustCompile(`(?m)^all +- +1 failing +1 +0 `).MatchString(r.stdout) {
+		t.Errorf("webhooks stats:\n%s", r.stdout)
+	}
 	if r := f.ok("webhooks", "redeliver", id[1], "--all"); r.stdout != "redelivered 1\n" {
 		t.Errorf("webhooks redeliver --all hurries the pending delivery: %q", r.stdout)
 	}

@@ -212,6 +212,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		wait := d.cfg.Interval
 		if n > 0 && s.free() > 0 {
 			wait = 0 // more may be due right now
+		} else if s.contended {
+			wait = d.cfg.Interval / 10 // what another instance's claim did not see may be due
 		}
 		timer := time.NewTimer(wait)
 		select {
@@ -242,15 +244,12 @@ func (d *Dispatcher) Round(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	claimed, _, err := d.claim(ctx, newShares(d.cfg.Workers), d.cfg.Batch)
-	if err != nil {
-		return 0, err
-	}
 	var wg sync.WaitGroup
-	for _, c := range claimed {
+	for _, c := range claimed { // leased even when err: sent and recorded
 		wg.Go(func() { d.deliver(ctx, ctx, c) })
 	}
 	wg.Wait()
-	return len(claimed), nil
+	return len(claimed), err
 }
 
 // fanOutLoop fans out until ctx ends: a pass at once while the last one
@@ -292,6 +291,7 @@ func (d *Dispatcher) fanOut(ctx context.Context) error {
 // others' deliveries from being made. more is whether one was left behind.
 // Idle, it costs three statements whatever the number of tenants.
 func (d *Dispatcher) fanOutPass(ctx context.Context, fanned chan<- struct{}) (more bool, err error) {
+	start := time.Now()
 	tenants, err := store.WebhookTenants(ctx, d.cfg.Pool)
 	if err != nil {
 		return false, err
@@ -310,6 +310,13 @@ func (d *Dispatcher) fanOutPass(ctx context.Context, fanned chan<- struct{}) (mo
 			order = append(order, ep.Tenant)
 		}
 		by[ep.Tenant] = append(by[ep.Tenant], ep)
+	}
+	// Each pass starts each tenant's turns at an endpoint of its own at
+	// random: a pass cut short after its first turns leaves no endpoint
+	// behind for good.
+	for t, eps := range by {
+		i := rand.IntN(len(eps))
+		by[t] = append(eps[i:], eps[:i]...)
 	}
 	for i := 0; ; i++ {
 		turn := false
@@ -333,6 +340,15 @@ func (d *Dispatcher) fanOutPass(ctx context.Context, fanned chan<- struct{}) (mo
 			default:
 			}
 		}
+		// A pass over many endpoints behind (hostile tenants' backlogs)
+		// ends after the turn that takes it past half an Interval: the
+		// next pass positions the events written meanwhile and starts
+		// again with every tenant's first endpoint, so a tenant's new
+		// events wait for about half an Interval, not for every endpoint
+		// of every tenant behind.
+		if time.Since(start) > d.cfg.Interval/2 {
+			return true, nil
+		}
 	}
 }
 
@@ -351,12 +367,29 @@ type claimed struct {
 }
 
 // claim leases up to n due deliveries as s allots them. Which tenants have
-// deliveries due is read before the claim lock (store.DueTenantsSQL), and
-// with none, no claim is made: an idle round takes no lock.
+// deliveries due, and what each has in flight on every instance, is read
+// first (store.DueTenantsSQL); with none, no claim is made. A tenant at its
+// TenantConcurrency on all instances together is not claimed for: the
+// claim would lease nothing. Each tenant is claimed in a transaction of its
+// own under its own claim lock (store.ClaimLock), taken only if no other
+// instance holds it, so instances claiming different tenants never wait
+// for one another, and a tenant whose claim is slow (a large backlog, its
+// rows locked by an operator's disable) holds back no one else's. On an
+// error, the deliveries already claimed are answered with it: they are
+// leased and must be sent.
 func (d *Dispatcher) claim(ctx context.Context, s *shares, n int) ([]claimed, int, error) {
-	due, err := store.DueTenants(ctx, d.cfg.Pool)
+	rows, err := store.DueTenants(ctx, d.cfg.Pool)
 	if err != nil {
 		return nil, 0, fmt.Errorf("webhooks: claim: %w", err)
+	}
+	s.contended = false
+	due := make([]string, 0, len(rows))
+	s.elsewhere = make(map[string]int, len(rows))
+	for _, r := range rows {
+		s.elsewhere[r.Tenant] = r.InFlight
+		if r.InFlight < d.cfg.TenantConcurrency {
+			due = append(due, r.Tenant)
+		}
 	}
 	if len(due) == 0 {
 		return nil, 0, nil
@@ -364,42 +397,40 @@ func (d *Dispatcher) claim(ctx context.Context, s *shares, n int) ([]claimed, in
 	if s.free() == 0 { // no claim to make: only count who waits
 		starved := 0
 		for _, t := range due {
-			if s.inflight[t] == 0 {
+			if s.newcomer(t) {
 				starved++
 			}
 		}
 		return nil, starved, nil
 	}
-	var cs []claimed
-	var starved int
-	err = pgx.BeginFunc(ctx, d.cfg.Pool, func(tx pgx.Tx) error {
-		if err := store.ClaimLock(ctx, tx); err != nil {
-			return err
-		}
-		// One tenant per claim (on Citus, one worker).
-		got, st, err := s.allot(due, n, func(tenant string, limit, suspect int) ([]claimed, error) {
+	cs, starved, err := s.allot(due, n, func(tenant string, limit, suspect int) ([]claimed, error) {
+		var out []claimed
+		err := pgx.BeginFunc(ctx, d.cfg.Pool, func(tx pgx.Tx) error {
+			out = nil
+			if got, err := store.ClaimLock(ctx, tx, tenant); err != nil || !got {
+				s.contended = s.contended || err == nil // another instance is claiming tenant's deliveries now
+				return err
+			}
 			rows, err := store.Claim(ctx, tx, store.ClaimParams{Tenant: tenant, Limit: limit, LeaseSeconds: d.cfg.Lease.Seconds(),
 				EndpointConcurrency: d.cfg.EndpointConcurrency, TenantConcurrency: d.cfg.TenantConcurrency, SuspectLimit: suspect})
 			if err != nil {
-				return nil, err
+				return err
 			}
-			out := make([]claimed, len(rows))
+			out = make([]claimed, len(rows))
 			for i, r := range rows {
 				out[i] = claimed{tenant: r.Tenant, endpoint: r.Endpoint, url: r.URL, pos: r.Pos, attempt: r.Attempt,
 					nonce: r.Nonce, keyID: r.KeyID, prevNonce: r.PrevNonce, prevKeyID: r.PrevKeyID, suspect: r.Suspect,
 					event: webhook.Event(r.Event)}
 			}
-			return out, nil
+			return nil
 		})
-		cs, starved = got, st
-		return err
+		if err != nil {
+			return nil, err // rolled back: nothing of tenant's was leased
+		}
+		return out, nil
 	})
 	if err != nil {
-		// The transaction rolled back: nothing was leased.
-		for _, c := range cs {
-			s.end(c)
-		}
-		return nil, 0, fmt.Errorf("webhooks: claim: %w", err)
+		return cs, starved, fmt.Errorf("webhooks: claim: %w", err)
 	}
 	return cs, starved, nil
 }

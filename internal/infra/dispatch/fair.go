@@ -21,8 +21,9 @@ var errPreempted = errors.New("preempted: the attempt took a worker other tenant
 //     the tenants with deliveries due or in flight here: it shrinks as more
 //     tenants are active, and no tenant holds more while others wait.
 //   - The reserve (workers/8, at least 1) goes only to tenants with nothing
-//     in flight here, so a tenant whose deliveries come due finds a worker
-//     at once, whatever the others hold.
+//     in flight here or on any other instance (newcomers), so a tenant
+//     whose deliveries come due finds a worker at once, whatever the
+//     others hold.
 //   - Workers are handed out round robin among the tenants with deliveries
 //     due, from the one after the tenant served last, never by the age of
 //     the oldest delivery (which a hanging tenant always wins).
@@ -39,8 +40,18 @@ type shares struct {
 	workers, reserve, suspectCap int
 	busy, suspect                int            // in flight here: all, and to suspect endpoints
 	inflight                     map[string]int // tenant → in flight here
-	last                         string         // the tenant served last
-	flights                      map[uint64]flight
+	// elsewhere is, for the round being allotted, what each due tenant has
+	// in flight on every instance together (store.DueTenants): a tenant
+	// with attempts running on another instance is no newcomer here, so a
+	// tenant whose endpoints hang cannot take every instance's reserve.
+	elsewhere map[string]int
+	// contended is whether, in the last round, another instance held the
+	// claim lock of a tenant this one wanted to claim for: the next round
+	// comes sooner, so that deliveries made while that claim ran wait for
+	// no full Interval.
+	contended bool
+	last      string // the tenant served last
+	flights   map[uint64]flight
 }
 
 // flight is an attempt in flight, which preempt may cut short.
@@ -113,6 +124,9 @@ func (s *shares) end(c claimed) {
 	}
 }
 
+// newcomer is whether t has nothing in flight, here or elsewhere.
+func (s *shares) newcomer(t string) bool { return s.inflight[t] == 0 && s.elsewhere[t] == 0 }
+
 // order is due (sorted by name) starting after the tenant served last.
 func (s *shares) order(due []string) []string {
 	i, _ := slices.BinarySearch(due, s.last)
@@ -138,7 +152,7 @@ func (s *shares) share(due []string) int {
 
 // allot plans a round: claim(tenant, n) claims up to n of tenant's due
 // deliveries and answers them, after which they count in flight. It
-// serves newcomers first (tenants with nothing in flight here: the reserve
+// serves newcomers first (tenants with nothing in flight anywhere: the reserve
 // is theirs), then tops every tenant up to its share from the workers
 // above the reserve, at most batch in all. starved is how many newcomers
 // found no free worker.
@@ -149,7 +163,7 @@ func (s *shares) allot(due []string, batch int, claim func(tenant string, n, sus
 	share := s.share(due)
 	newcomers := 0
 	for _, t := range order {
-		if s.inflight[t] == 0 {
+		if s.newcomer(t) {
 			newcomers++
 		}
 	}
@@ -169,7 +183,7 @@ func (s *shares) allot(due []string, batch int, claim func(tenant string, n, sus
 	if newcomers > 0 {
 		first := max(1, min(share, s.reserve/newcomers))
 		for _, t := range order {
-			if s.inflight[t] == 0 {
+			if s.newcomer(t) {
 				if s.free() == 0 {
 					starved++
 					continue

@@ -97,3 +97,37 @@ func TestPreemptCutsTheBiggestTenantsOldest(t *testing.T) {
 		t.Errorf("preempt cut %d: %v, want attempt 1 (a's, the only one past %v)", n, cut, preemptAfter)
 	}
 }
+
+// TestReserveIsForTenantsWithNothingInFlightAnywhere: a tenant whose
+// attempts run on another instance (store.DueTenants counts them) is no
+// newcomer here: it does not take this instance's reserve, which stays for
+// a tenant with nothing in flight anywhere. Before, each instance gave its
+// reserve to whoever had nothing in flight on it, so a tenant hanging on
+// one instance took the reserve of every other.
+func TestReserveIsForTenantsWithNothingInFlightAnywhere(t *testing.T) {
+	t.Parallel()
+	s := newShares(8) // reserve 1
+	due := map[string]int{"x": 100, "h": 100}
+	if _, _, err := s.allot([]string{"x"}, 8, pending(due)); err != nil {
+		t.Fatal(err)
+	}
+	if s.free() != s.reserve {
+		t.Fatalf("x alone left %d free, want the reserve %d", s.free(), s.reserve)
+	}
+	s.elsewhere = map[string]int{"h": 4, "x": 7} // h's attempts hang on another instance
+	got, _, err := s.allot([]string{"h", "x"}, 8, pending(due))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 || s.free() != s.reserve {
+		t.Errorf("h, in flight elsewhere, got %d workers here, leaving %d free; want none, the reserve left", len(got), s.free())
+	}
+	due["b"] = 5
+	got, starved, err := s.allot([]string{"b", "h", "x"}, 8, pending(due))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].tenant != "b" || starved != 0 {
+		t.Errorf("b, with nothing in flight anywhere, got %v (%d starved), want the reserve worker", got, starved)
+	}
+}

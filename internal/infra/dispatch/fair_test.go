@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/internal/infra/dispatch"
+	"github.com/tokend/tokend/internal/infra/store"
 	"github.com/tokend/tokend/internal/testkit/pgtest"
 )
 
@@ -392,5 +393,98 @@ func TestClaimSkipsATenantWhoseRowsAreLocked(t *testing.T) {
 	}
 	if got := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE tenant_id = 'b' AND attempts = 1`); got != 3 {
 		t.Errorf("%d of b's deliveries leased, want 3", got)
+	}
+}
+
+// TestClaimsOfOtherTenantsDoNotWait: while another instance holds tenant
+// a's claim (a slow claim of a large backlog, say), a claim of tenant b on
+// this instance neither waits for it nor claims a's deliveries; a's are
+// claimed once that claim ends. Before, one lock for the whole database
+// serialized every claim of every instance, so a slow claim of one tenant
+// held every tenant's deliveries on every other instance. An instance of
+// the previous release, which takes that lock exclusively, still excludes
+// this release's claims during an upgrade.
+func TestClaimsOfOtherTenantsDoNotWait(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	keys := keyring(t)
+	for _, tenant := range []string{"a", "b"} {
+		if _, _, err := dispatch.Create(ctx, pool, keys, local, tenant, dispatch.NewEndpoint{URL: "http://127.0.0.1:1/" + tenant}); err != nil {
+			t.Fatal(err)
+		}
+		writeEvents(t, pool, tenant, 3)
+	}
+	d := newDispatcher(t, dispatch.Config{Pool: pool, Keys: keys})
+	waitFor(t, "both tenants' deliveries made", func() bool {
+		if err := dispatch.FanOutOnly(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		return count(t, pool, `SELECT count(*) FROM webhook_deliveries`) == 6
+	})
+	leased := func(tenant string) int64 {
+		return count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE tenant_id = $1 AND attempts = 1`, tenant)
+	}
+
+	other, err := pool.Begin(ctx) // another instance, claiming a
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Rollback(ctx) }()
+	if got, err := store.ClaimLock(ctx, other, "a"); err != nil || !got {
+		t.Fatalf("a's claim lock: %v, %v", got, err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second) // a hang fails, it is not measured
+	defer cancel()
+	if n, err := dispatch.ClaimOnly(cctx, d); err != nil || n != 3 {
+		t.Fatalf("claim while another instance claims a: %d, %v; want b's 3", n, err)
+	}
+	if a, b := leased("a"), leased("b"); a != 0 || b != 3 {
+		t.Errorf("leased a %d, b %d; want 0 (left to the instance claiming a) and 3", a, b)
+	}
+	if err := other.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := dispatch.ClaimOnly(cctx, d); err != nil || n != 3 || leased("a") != 3 {
+		t.Errorf("claim once a's is over: %d, %v, a leased %d; want a's 3", n, err, leased("a"))
+	}
+
+	// A previous release's claim: the database's one claim lock, exclusive.
+	writeEvents(t, pool, "b", 1)
+	waitFor(t, "b's new delivery made", func() bool {
+		if err := dispatch.FanOutOnly(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		return count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE tenant_id = 'b'`) == 4
+	})
+	old, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = old.Rollback(ctx) }()
+	if _, err := old.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('tokend.webhooks.claim', 0))`); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan int, 1)
+	go func() {
+		n, err := dispatch.ClaimOnly(cctx, d)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- n
+	}()
+	waitFor(t, "the claim waiting for the previous release's", func() bool {
+		return count(t, pool, `
+			SELECT count(*) FROM pg_locks
+			WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`) == 1
+	})
+	if b := leased("b"); b != 3 {
+		t.Errorf("b's 4th delivery leased while a previous release's claim held the lock: %d leased", b)
+	}
+	if err := old.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-done; n != 1 || leased("b") != 4 {
+		t.Errorf("claim after the previous release's: %d, b leased %d; want 1, 4", n, leased("b"))
 	}
 }

@@ -128,6 +128,7 @@ func hostileRun(b *testing.B, pattern string, n int) {
 			}
 		}()
 	}
+	phase := time.Now()
 	steady(ctx, b, pool, 10, d, append([]string{"b"}, hostile...)...)
 	time.Sleep(3 * time.Second)
 	with := l.take("b")
@@ -141,6 +142,20 @@ func hostileRun(b *testing.B, pattern string, n int) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(hostileHits.Load())/float64(max(owed, 1)), "hostile-attempts/delivery")
+	// Where b's lag went beside the hostile tenants: from the event's commit to its
+	// delivery row (positioning and fan-out), and from that row to the
+	// recorded 2xx answer (claim and send).
+	var fan, send [2]float64
+	if err := pool.QueryRow(ctx, `
+		SELECT percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM d.created_at - e.at)),
+		       percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM a.at - d.created_at))
+		FROM webhook_deliveries d
+		JOIN token_events e ON e.tenant_id = d.tenant_id AND e.event_id = d.event_id
+		JOIN webhook_attempts a ON a.tenant_id = d.tenant_id AND a.endpoint_id = d.endpoint_id AND a.pos = d.pos AND a.attempt = 1
+		WHERE d.tenant_id = 'b' AND e.at >= $1`, phase).Scan(&fan, &send); err != nil {
+		b.Logf("lag breakdown: %v", err)
+	}
+	b.Logf("%s, %d instances: b's commit→fanned-out p50 %.2fs p99 %.2fs; fanned-out→answered p50 %.2fs p99 %.2fs", pattern, n, fan[0], fan[1], send[0], send[1])
 	b.Logf("%s, %d instances: b alone %d deliveries p50 %v p99 %v; beside hostile %d, p50 %v p99 %v max %v; hostile: %d attempts for %d deliveries",
 		pattern, n, len(alone), quantile(alone, .5), pa, len(with), quantile(with, .5), pw, quantile(with, 1), hostileHits.Load(), owed)
 }

@@ -166,30 +166,50 @@ WITH ep AS (
 )
 SELECT (SELECT count(*) FROM ev), (SELECT count(*) FROM ins)`
 
-// dueTenantsSQL is the tenants with deliveries due now, by name. It looks
+// dueTenantsSQL is the tenants with deliveries due now, by name, each with
+// what it has in flight on every instance together (leases not run out, on
+// all its endpoints, disabled ones too, as claimSQL counts them). It looks
 // up each enabled endpoint's first due delivery in the endpoint's due index
-// (webhook_deliveries_endpoint_due), skipping only those in flight, so it
-// costs one short index probe per endpoint whatever the backlog: it runs
-// before the claim lock is taken, and no claim waits behind it.
+// (webhook_deliveries_endpoint_due), skipping only those in flight, and a
+// due tenant's leases in webhook_deliveries_leased, so it costs one short
+// index probe per endpoint whatever the backlog: it runs before any claim
+// lock is taken, and no claim waits behind it.
 const dueTenantsSQL = `
-SELECT w.tenant_id FROM webhook_endpoints w
-WHERE w.enabled AND EXISTS (
-    SELECT 1 FROM webhook_deliveries d
-    WHERE d.tenant_id = w.tenant_id AND d.endpoint_id = w.id AND d.state = 'pending'
-      AND d.next_attempt_at <= now() AND (d.leased_until IS NULL OR d.leased_until <= now()))
-GROUP BY w.tenant_id
-ORDER BY w.tenant_id`
+SELECT due.tenant_id, f.busy FROM (
+    SELECT w.tenant_id FROM webhook_endpoints w
+    WHERE w.enabled AND EXISTS (
+        SELECT 1 FROM webhook_deliveries d
+        WHERE d.tenant_id = w.tenant_id AND d.endpoint_id = w.id AND d.state = 'pending'
+          AND d.next_attempt_at <= now() AND (d.leased_until IS NULL OR d.leased_until <= now()))
+    GROUP BY w.tenant_id
+) due
+CROSS JOIN LATERAL (
+    SELECT count(*) AS busy FROM webhook_deliveries b
+    WHERE b.tenant_id = due.tenant_id AND b.state = 'pending'
+      AND b.leased_until IS NOT NULL AND b.leased_until > now()
+) f
+ORDER BY due.tenant_id`
 
-// claimLockSQL serializes claims across instances, so that what each
-// endpoint and tenant has in flight is counted right; a claim is one short
-// statement.
-const claimLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('tokend.webhooks.claim', 0))`
+// claimLockSQL is what every instance of this release takes before it
+// claims: the lock of the previous releases' claims (one for the whole
+// database) in shared mode, so that this release's claims never wait for
+// one another on it, while a previous release's instance, which takes it
+// exclusively, still excludes them during a rolling upgrade.
+const claimLockSQL = `SELECT pg_advisory_xact_lock_shared(hashtextextended('tokend.webhooks.claim', 0))`
+
+// claimTenantLockSQL tries to take tenant $1's claim lock for the rest of
+// the transaction: claims of one tenant are serialized across instances, so
+// that what its endpoints and it have in flight is counted right, and
+// claims of different tenants run side by side. Not had (another instance
+// is claiming that tenant's deliveries right now), the tenant is left to
+// that instance this round: no claim waits for another's.
+const claimTenantLockSQL = `SELECT pg_try_advisory_xact_lock(hashtextextended('tokend.webhooks.claim:' || $1, 0))`
 
 // claimLockTimeoutSQL bounds, for the rest of a claim's transaction (after
 // claimLockSQL), each wait for a delivery's row lock: a tenant whose rows an
 // operator's disable or redeliver holds is skipped this round (store.Claim
-// answers an error LockNotAvailable reports) instead of stalling every
-// tenant's claim behind the global lock.
+// answers an error LockNotAvailable reports) instead of holding its claim
+// lock while the other instances skip it.
 const claimLockTimeoutSQL = `SET LOCAL lock_timeout = '50ms'`
 
 // claimSQL leases for $2 seconds up to $1 due deliveries of tenant $5's
@@ -200,7 +220,13 @@ const claimLockTimeoutSQL = `SET LOCAL lock_timeout = '50ms'`
 // (leases not run out, on every endpoint of the tenant, disabled ones too:
 // an attempt in flight counts until it is recorded); at most $6 of the
 // batch go to failing endpoints; a batch takes every endpoint's first
-// delivery before any endpoint's second.
+// delivery before any endpoint's second. An endpoint's due deliveries are
+// taken in the order of its due index (webhook_deliveries_endpoint_due:
+// next_attempt_at, then as stored), never sorted by position as well: an
+// endpoint just enabled has its whole backlog due at one instant, and a
+// sort by position read all of it (20,000 rows a claim in R3 of issue 48,
+// up to 0.5 s, which every other tenant's claim on that instance waited
+// for); now a claim reads what it leases.
 const claimSQL = `
 WITH ep AS (
     SELECT w.tenant_id, w.id, w.enabled, w.failing_since IS NOT NULL AS suspect,
@@ -215,13 +241,15 @@ WITH ep AS (
     SELECT d.tenant_id, d.endpoint_id, d.pos, d.next_attempt_at, d.er, ep.suspect, tb.busy AS tbusy
     FROM ep JOIN tb ON tb.tenant_id = ep.tenant_id
     CROSS JOIN LATERAL (
-        SELECT d.tenant_id, d.endpoint_id, d.pos, d.next_attempt_at,
-               row_number() OVER (ORDER BY d.next_attempt_at, d.pos) AS er
-        FROM webhook_deliveries d
-        WHERE d.tenant_id = $5 AND d.endpoint_id = ep.id AND d.state = 'pending'
-          AND d.next_attempt_at <= now() AND (d.leased_until IS NULL OR d.leased_until <= now())
-        ORDER BY d.next_attempt_at, d.pos
-        LIMIT $3
+        SELECT l.*, row_number() OVER (ORDER BY l.next_attempt_at, l.pos) AS er
+        FROM (
+            SELECT d.tenant_id, d.endpoint_id, d.pos, d.next_attempt_at
+            FROM webhook_deliveries d
+            WHERE d.tenant_id = $5 AND d.endpoint_id = ep.id AND d.state = 'pending'
+              AND d.next_attempt_at <= now() AND (d.leased_until IS NULL OR d.leased_until <= now())
+            ORDER BY d.next_attempt_at
+            LIMIT $3
+        ) l
     ) d
     WHERE ep.enabled AND d.er + ep.busy <= CASE WHEN ep.suspect THEN 1 ELSE $3 END
 ), kept AS (
@@ -333,3 +361,35 @@ FROM (SELECT count(*) FILTER (WHERE state = 'pending') AS pending,
              count(*) FILTER (WHERE state = 'parked') AS parked
       FROM webhook_deliveries WHERE state IN ('pending', 'parked')) d,
      (SELECT count(*) AS disabled FROM webhook_endpoints WHERE NOT enabled) w`
+
+// webhookStatsSQL is tenant $1's webhook figures, for its operators only
+// (GET /v1/admin/webhook-stats; /metrics, unauthenticated, names no
+// tenant): per endpoint, the deliveries it is owed (pending, and parked
+// while disabled), the age of its oldest pending one, and the delivery lag
+// (event commit to 2xx) of its latest deliveries made in the last $2
+// seconds (at most 200 of each endpoint), as p50 and p99 with their count.
+// One tenant, one shard on Citus.
+const webhookStatsSQL = `
+SELECT w.id, w.url, w.enabled, w.failing_since,
+       o.pending, o.parked, o.oldest,
+       l.n, l.q[1], l.q[2]
+FROM webhook_endpoints w
+CROSS JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE d.state = 'pending') AS pending,
+           count(*) FILTER (WHERE d.state = 'parked') AS parked,
+           coalesce(extract(epoch FROM now() - min(d.created_at) FILTER (WHERE d.state = 'pending')), 0)::float8 AS oldest
+    FROM webhook_deliveries d
+    WHERE d.tenant_id = $1 AND d.endpoint_id = w.id AND d.state IN ('pending', 'parked')
+) o
+CROSS JOIN LATERAL (
+    SELECT count(*) AS n,
+           coalesce(percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM r.finished_at - p.at)), ARRAY[0, 0]::float8[]) AS q
+    FROM (SELECT d.pos, d.finished_at FROM webhook_deliveries d
+          WHERE d.tenant_id = $1 AND d.endpoint_id = w.id AND d.state = 'delivered'
+            AND d.finished_at > now() - make_interval(secs => $2)
+          ORDER BY d.pos DESC
+          LIMIT 200) r
+    JOIN event_positions p ON p.tenant_id = $1 AND p.pos = r.pos
+) l
+WHERE w.tenant_id = $1
+ORDER BY w.created_at, w.id`

@@ -207,24 +207,37 @@ func FanOut(ctx context.Context, q db.DBTX, ep EndpointKey) (seen, offered int64
 	return seen, offered, nil
 }
 
-// ClaimLock serializes claims across instances for the rest of tx
-// (claimLockSQL), then bounds its row-lock waits (claimLockTimeoutSQL).
-func ClaimLock(ctx context.Context, tx pgx.Tx) error {
+// ClaimLock takes, for the rest of tx, the claim lock shared with every
+// instance of this release (claimLockSQL) and tenant's own claim lock if no
+// other instance holds it (claimTenantLockSQL), then bounds tx's row-lock
+// waits (claimLockTimeoutSQL). got is false when another instance is
+// claiming tenant's deliveries: tx should claim nothing.
+func ClaimLock(ctx context.Context, tx pgx.Tx, tenant string) (got bool, err error) {
 	if _, err := tx.Exec(ctx, claimLockSQL); err != nil {
-		return err
+		return false, err
 	}
-	_, err := tx.Exec(ctx, claimLockTimeoutSQL)
-	return err
+	if err := tx.QueryRow(ctx, claimTenantLockSQL, tenant).Scan(&got); err != nil || !got {
+		return false, err
+	}
+	_, err = tx.Exec(ctx, claimLockTimeoutSQL)
+	return err == nil, err
 }
 
-// DueTenants reads the tenants with deliveries due, by name
-// (dueTenantsSQL).
-func DueTenants(ctx context.Context, q db.DBTX) ([]string, error) {
+// DueTenant is a tenant with deliveries due, and how many it has in flight
+// on every instance together.
+type DueTenant struct {
+	Tenant   string
+	InFlight int
+}
+
+// DueTenants reads the tenants with deliveries due, by name, with what
+// each has in flight (dueTenantsSQL).
+func DueTenants(ctx context.Context, q db.DBTX) ([]DueTenant, error) {
 	rows, err := q.Query(ctx, dueTenantsSQL)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[DueTenant])
 }
 
 // ClaimParams bound a claim (claimSQL): how many, for how long, what an
@@ -353,4 +366,29 @@ func Undelivered(ctx context.Context, q db.DBTX) (UndeliveredCounts, error) {
 	var u UndeliveredCounts
 	err := q.QueryRow(ctx, undeliveredSQL).Scan(&u.Pending, &u.OldestAgeSeconds, &u.Parked, &u.Disabled)
 	return u, err
+}
+
+// EndpointStatsRow is one endpoint's figures (webhookStatsSQL).
+type EndpointStatsRow struct {
+	ID, URL                      string
+	Enabled                      bool
+	FailingSince                 *time.Time
+	Pending, Parked              int64
+	OldestPendingAgeSeconds      float64
+	Delivered                    int64
+	LagP50Seconds, LagP99Seconds float64
+}
+
+// WebhookStats reads tenant's figures per endpoint, the lag over the
+// deliveries made in the last window (webhookStatsSQL).
+func WebhookStats(ctx context.Context, q db.DBTX, tenant string, window time.Duration) ([]EndpointStatsRow, error) {
+	rows, err := q.Query(ctx, webhookStatsSQL, tenant, window.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("webhooks: stats: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[EndpointStatsRow])
+	if err != nil {
+		return nil, fmt.Errorf("webhooks: stats: %w", err)
+	}
+	return out, nil
 }

@@ -19,6 +19,7 @@ type Texts struct {
 	BehindSQL                string
 	ClaimLockSQL             string
 	ClaimLockTimeoutSQL      string
+	ClaimTenantLockSQL       string
 	ClaimSQL                 string
 	DeliveredSQL             string
 	DueTenantsSQL            string
@@ -78,6 +79,7 @@ type Texts struct {
 	TablesSQL               string
 	WebhookRequestAnswerSQL string
 	WebhookRequestClaimSQL  string
+	WebhookStatsSQL         string
 	WebhookRequestForgetSQL string
 	WebhookRequestGetSQL    string
 
@@ -101,6 +103,7 @@ func Statements() Texts {
 		BehindSQL:                behindSQL,
 		ClaimLockSQL:             claimLockSQL,
 		ClaimLockTimeoutSQL:      claimLockTimeoutSQL,
+		ClaimTenantLockSQL:       claimTenantLockSQL,
 		ClaimSQL:                 claimSQL,
 		DeliveredSQL:             deliveredSQL,
 		DueTenantsSQL:            dueTenantsSQL,
@@ -158,6 +161,7 @@ func Statements() Texts {
 		TablesSQL:                tablesSQL,
 		WebhookRequestAnswerSQL:  webhookRequestAnswerSQL,
 		WebhookRequestClaimSQL:   webhookRequestClaimSQL,
+		WebhookStatsSQL:          webhookStatsSQL,
 		WebhookRequestForgetSQL:  webhookRequestForgetSQL,
 		WebhookRequestGetSQL:     webhookRequestGetSQL,
 		WebhookTenantsSQL:        webhookTenantsSQL,

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/internal/infra/apikey"
+	"github.com/tokend/tokend/internal/serve/keyrate"
 	"github.com/tokend/tokend/internal/serve/websession"
 	"github.com/tokend/tokend/token"
 )
@@ -61,7 +62,24 @@ type Config struct {
 	// console is no way around it. Asked before any database work of a
 	// signed-in request. Default: no limit.
 	Allow func(ctx context.Context, keyID string) (bool, time.Duration)
+	// SignInLimit bounds how fast one client address may try to sign in,
+	// successfully or not, so that API keys cannot be guessed here faster
+	// than the API lets a key be used. Default DefaultSignInLimit.
+	SignInLimit SignInLimit
+	// Now is the clock of the sign-in limit. Default time.Now.
+	Now func() time.Time
 }
+
+// SignInLimit is a token bucket per client address: PerSecond attempts
+// sustained, Burst at once after idling.
+type SignInLimit struct {
+	PerSecond float64
+	Burst     int
+}
+
+// DefaultSignInLimit lets a person mistype a key a few times, and a guesser
+// try ten keys a minute per address: at 256 bits a key, nothing.
+var DefaultSignInLimit = SignInLimit{PerSecond: 1.0 / 6, Burst: 10}
 
 // Validate reports whether c is usable.
 func (c Config) Validate() error {
@@ -74,6 +92,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("console: Config.Path %q must start and not end with /", c.Path)
 	case c.SessionTTL < 0:
 		return fmt.Errorf("console: Config.SessionTTL is %v, want 0 (the default) or more", c.SessionTTL)
+	case c.SignInLimit != SignInLimit{} && (c.SignInLimit.PerSecond <= 0 || c.SignInLimit.Burst <= 0):
+		return fmt.Errorf("console: Config.SignInLimit %+v: want a positive rate and burst, or the zero value for the default", c.SignInLimit)
 	}
 	return nil
 }
@@ -93,6 +113,9 @@ type Console struct {
 	keys          *token.Keyring
 	secretOverlap time.Duration
 	allow         func(ctx context.Context, keyID string) (bool, time.Duration)
+	// signins is the sign-in limit, one bucket per client address.
+	signins *keyrate.Limiter
+	now     func() time.Time
 }
 
 // New returns the console configured by cfg.
@@ -128,6 +151,11 @@ func New(cfg Config) (*Console, error) {
 	}
 	c.secretOverlap = cfg.SecretOverlap
 	c.allow = cfg.Allow
+	lim := cmp.Or(cfg.SignInLimit, DefaultSignInLimit)
+	c.signins = keyrate.New(lim.PerSecond, lim.Burst)
+	if c.now = cfg.Now; c.now == nil {
+		c.now = time.Now
+	}
 	if c.pages, err = newPages(c.path, c.log); err != nil {
 		return nil, err
 	}

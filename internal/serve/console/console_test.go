@@ -1,11 +1,14 @@
 package console_test
 
 import (
+	"context"
 	"encoding/base64"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -195,5 +198,61 @@ func TestConfigValidate(t *testing.T) {
 		if cons, err := console.New(c); err == nil || cons != nil {
 			t.Errorf("%s: New = %v, %v; want an error", tt.name, cons, err)
 		}
+	}
+}
+
+// TestSignInRateLimited: sign-in attempts are limited per client address
+// before the key is looked up. After Burst failed attempts, the next is
+// refused with 429, Retry-After and a message on the page, even with a
+// valid operator key, and the key is not looked up; once the window has
+// passed (on the injected clock), the same key signs in.
+func TestSignInRateLimited(t *testing.T) {
+	t.Parallel()
+	var (
+		mu      sync.Mutex
+		now     = time.Date(2026, 12, 7, 2, 0, 0, 0, time.UTC)
+		lookups int
+	)
+	s := newServer(t, func(c *console.Config) {
+		c.SignInLimit = console.SignInLimit{PerSecond: 1.0 / 60, Burst: 3}
+		c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+		c.Resolve = func(ctx context.Context, presented string) (apikey.Key, error) {
+			mu.Lock()
+			lookups++
+			mu.Unlock()
+			return apikey.Resolve(ctx, c.Pool, presented)
+		}
+	})
+	looked := func() int { mu.Lock(); defer mu.Unlock(); return lookups }
+	c := &client{t: t, s: s}
+	for i := range 3 {
+		resp, _ := c.do(http.MethodPost, "/console/signin", c.sameOrigin(), url.Values{"key": {apikey.SecretPrefix + strings.Repeat("A", 43)}})
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("wrong key %d: sign in = %d, want 401", i+1, resp.StatusCode)
+		}
+	}
+	if looked() != 3 {
+		t.Fatalf("%d key lookups for 3 attempts, want 3", looked())
+	}
+	resp := c.signIn(s.operatorKey)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "60" || c.cookie != nil {
+		t.Errorf("4th attempt, with a valid key: %d, Retry-After %q, cookie %v; want 429, 60, none", resp.StatusCode, resp.Header.Get("Retry-After"), c.cookie)
+	}
+	if looked() != 3 {
+		t.Errorf("the refused attempt looked the key up: %d lookups, want 3", looked())
+	}
+	_, page := c.do(http.MethodPost, "/console/signin", c.sameOrigin(), url.Values{"key": {s.operatorKey}})
+	if !strings.Contains(page, "Too many sign-in attempts from your address. Wait 60 seconds") {
+		t.Errorf("refused sign-in page does not say why:\n%s", page)
+	}
+
+	mu.Lock()
+	now = now.Add(61 * time.Second)
+	mu.Unlock()
+	if resp := c.signIn(s.operatorKey); resp.StatusCode != http.StatusSeeOther || c.cookie == nil {
+		t.Errorf("after the window: sign in = %d, cookie %v; want 303 and a session", resp.StatusCode, c.cookie)
+	}
+	if looked() != 4 {
+		t.Errorf("%d key lookups, want 4", looked())
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -116,6 +118,16 @@ func (c *Console) signinPage(g *gin.Context) {
 }
 
 func (c *Console) signin(g *gin.Context) {
+	// Counted per client address before the key is looked at: a guesser
+	// over the limit learns nothing and costs no lookup. The address is
+	// the connection's; X-Forwarded-For is whatever a client likes.
+	if ok, wait := c.signins.Allow(clientAddr(g.Request), c.now()); !ok {
+		secs := max(1, int(math.Ceil(wait.Seconds())))
+		g.Header("Retry-After", strconv.Itoa(secs))
+		c.pages.render(g.Writer, http.StatusTooManyRequests, "signin.html", nil, signinData{
+			Problem: fmt.Sprintf("Too many sign-in attempts from your address. Wait %d seconds, then try again.", secs)})
+		return
+	}
 	k, err := c.resolve(g.Request.Context(), strings.TrimSpace(g.PostForm("key")))
 	switch {
 	case errors.Is(err, apikey.ErrUnauthorized):
@@ -143,6 +155,15 @@ func (c *Console) signin(g *gin.Context) {
 	}
 	c.setCookie(g, v, int(c.sessionTTL/time.Second))
 	g.Redirect(http.StatusSeeOther, c.path+"/tokens")
+}
+
+// clientAddr is the address the request's connection comes from.
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // signout ends the session for every instance (console_signouts), then

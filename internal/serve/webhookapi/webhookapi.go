@@ -30,6 +30,7 @@ func Mount(pool *pgxpool.Pool, keys *token.Keyring, o dispatch.Options) httpapi.
 	return func(r httpapi.Routes) {
 		r.Operator.POST("/webhooks", h.create)
 		r.Operator.GET("/webhooks", h.list)
+		r.Operator.GET("/webhook-stats", h.stats)
 		r.Operator.GET("/webhooks/:id", h.get)
 		r.Operator.DELETE("/webhooks/:id", h.delete)
 		r.Operator.POST("/webhooks/:id/enable", h.enable)
@@ -87,6 +88,17 @@ func (h *handlers) list(c *gin.Context) {
 		list.Items = append(list.Items, dispatch.View(e))
 	}
 	httpapi.WriteJSON(c, http.StatusOK, list)
+}
+
+// stats answers the caller's tenant's webhook figures, and only its own:
+// the tenant comes from the API key.
+func (h *handlers) stats(c *gin.Context) {
+	s, err := dispatch.Stats(c.Request.Context(), h.pool, httpapi.Caller(c).Tenant)
+	if err != nil {
+		httpapi.Abort(c, problem(err))
+		return
+	}
+	httpapi.WriteJSON(c, http.StatusOK, s)
 }
 
 func (h *handlers) get(c *gin.Context) {
