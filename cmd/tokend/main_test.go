@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,7 +12,6 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -151,36 +149,8 @@ func TestServe(t *testing.T) {
 		"TOKEND_PREVIOUS_SECRET_KEYS=" + strings.Repeat("p", 40),
 		"TOKEND_ALLOW_SUPERUSER=1",
 	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() }) // only if the test failed before Wait
-
-	// The first log line with an address says where it listens; the rest of
-	// the log is kept for the checks at the end.
-	lines := bufio.NewScanner(stderr)
-	var addr string
-	var logs strings.Builder
-	for addr == "" && lines.Scan() {
-		logs.WriteString(lines.Text() + "\n")
-		var entry struct{ Msg, Addr string }
-		if json.Unmarshal(lines.Bytes(), &entry) == nil && entry.Msg == "listening" {
-			addr = entry.Addr
-		}
-	}
-	if addr == "" {
-		t.Fatalf("serve never said where it listens:\n%s", logs.String())
-	}
-	rest := make(chan string)
-	go func() {
-		b, _ := io.ReadAll(stderr)
-		rest <- string(b)
-	}()
-	base := "http://" + addr
+	srv := startServe(t, cmd)
+	base := srv.base
 
 	if res, body := httpDo(t, "GET", base+"/healthz", "", nil); res.StatusCode != http.StatusOK || body != `{"status":"ok"}` {
 		t.Errorf("healthz = %d %s", res.StatusCode, body)
@@ -201,21 +171,15 @@ func TestServe(t *testing.T) {
 		t.Errorf("consume = %d %s", res.StatusCode, body)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	// The log to its end first: Wait closes the pipe, and a line still in it
-	// would be cut (os/exec: no Wait before the reads are done).
-	logs.WriteString(<-rest)
-	err = cmd.Wait()
+	logs, err := srv.stop()
 	if err != nil {
-		t.Fatalf("serve after SIGTERM: %v\n%s", err, logs.String())
+		t.Fatalf("serve after SIGTERM: %v\n%s", err, logs)
 	}
-	if !strings.Contains(logs.String(), `"msg":"stopped"`) {
-		t.Errorf("no clean stop in the log:\n%s", logs.String())
+	if !strings.Contains(logs, `"msg":"stopped"`) {
+		t.Errorf("no clean stop in the log:\n%s", logs)
 	}
-	if strings.Contains(logs.String(), key) || strings.Contains(logs.String(), issued.Token) {
-		t.Errorf("the log holds a key or a token secret:\n%s", logs.String())
+	if strings.Contains(logs, key) || strings.Contains(logs, issued.Token) {
+		t.Errorf("the log holds a key or a token secret:\n%s", logs)
 	}
 }
 

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"github.com/tokend/tokend/internal/testkit/ledgertest"
-	"io"
 	"net/http"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -36,33 +33,8 @@ func TestServeRedactsSecrets(t *testing.T) {
 
 	cmd := exec.Command(proctest.Binary(t), "serve", "--listen", "127.0.0.1:0")
 	cmd.Env = []string{"TOKEND_DATABASE_URL=" + dbURL, "TOKEND_SECRET_KEY=" + strings.Repeat("k", 40), "TOKEND_ALLOW_SUPERUSER=1"}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() }) // only if the test failed before Wait
-	lines := bufio.NewScanner(stderr)
-	var addr string
-	var logs strings.Builder
-	for addr == "" && lines.Scan() {
-		logs.WriteString(lines.Text() + "\n")
-		var entry struct{ Msg, Addr string }
-		if json.Unmarshal(lines.Bytes(), &entry) == nil && entry.Msg == "listening" {
-			addr = entry.Addr
-		}
-	}
-	if addr == "" {
-		t.Fatalf("serve never said where it listens:\n%s", logs.String())
-	}
-	rest := make(chan string)
-	go func() {
-		b, _ := io.ReadAll(stderr)
-		rest <- string(b)
-	}()
-	base := "http://" + addr
+	srv := startServe(t, cmd)
+	base := srv.base
 	auth := http.Header{"Authorization": {"Bearer " + key}}
 
 	_, body := httpDo(t, "POST", base+"/v1/tokens", `{"operation":"ledger.credit","subject":"u","ttl_seconds":60}`,
@@ -77,15 +49,11 @@ func TestServeRedactsSecrets(t *testing.T) {
 	httpDo(t, "GET", base+"/v1/tokens/"+issued.ID, "", http.Header{"Authorization": {"Token " + key}})
 	_, scrape := httpDo(t, "GET", base+"/metrics", "", nil)
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	logs.WriteString(<-rest) // before Wait, which closes the pipe
-	err = cmd.Wait()
+	logs, err := srv.stop()
 	if err != nil {
-		t.Fatalf("serve after SIGTERM: %v\n%s", err, logs.String())
+		t.Fatalf("serve after SIGTERM: %v\n%s", err, logs)
 	}
-	out := logs.String()
+	out := logs
 	for _, s := range []string{key, issued.Token} {
 		if strings.Contains(out, s[4:]) || strings.Contains(scrape, s[4:]) {
 			t.Errorf("the log or /metrics holds a secret:\n%s", out)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/hex"
@@ -13,7 +12,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -64,33 +62,8 @@ func TestServeExportsTracesWhenAsked(t *testing.T) {
 		"OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL,
 		"OTEL_SERVICE_NAME=tokend-traced",
 	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	lines := bufio.NewScanner(stderr)
-	var addr string
-	var logs strings.Builder
-	for addr == "" && lines.Scan() {
-		logs.WriteString(lines.Text() + "\n")
-		var entry struct{ Msg, Addr string }
-		if json.Unmarshal(lines.Bytes(), &entry) == nil && entry.Msg == "listening" {
-			addr = entry.Addr
-		}
-	}
-	if addr == "" {
-		t.Fatalf("serve never said where it listens:\n%s", logs.String())
-	}
-	rest := make(chan string)
-	go func() {
-		b, _ := io.ReadAll(stderr)
-		rest <- string(b)
-	}()
-	base := "http://" + addr
+	srv := startServe(t, cmd)
+	base := srv.base
 
 	const traceID = "5bf92f3577b34da6a3ce929d0e0e4736"
 	res, body := httpDo(t, "POST", base+"/v1/tokens", `{"operation":"ledger.credit","subject":"u","ttl_seconds":60}`,
@@ -104,12 +77,9 @@ func TestServeExportsTracesWhenAsked(t *testing.T) {
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("consume = %d %s", res.StatusCode, body)
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	logs.WriteString(<-rest)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("serve after SIGTERM: %v\n%s", err, logs.String())
+	logs, err := srv.stop()
+	if err != nil {
+		t.Fatalf("serve after SIGTERM: %v\n%s", err, logs)
 	}
 	mu.Lock()
 	sent := posted.Bytes()
@@ -117,7 +87,7 @@ func TestServeExportsTracesWhenAsked(t *testing.T) {
 	id, _ := hex.DecodeString(traceID)
 	for _, want := range [][]byte{[]byte("POST /v1/tokens/consume"), []byte("tokend-traced"), []byte("postgresql"), id} {
 		if !bytes.Contains(sent, want) {
-			t.Errorf("the collector received no %q (%d bytes)\n%s", want, len(sent), logs.String())
+			t.Errorf("the collector received no %q (%d bytes)\n%s", want, len(sent), logs)
 		}
 	}
 	for _, secret := range []string{key, issued.Token} {
@@ -125,7 +95,7 @@ func TestServeExportsTracesWhenAsked(t *testing.T) {
 			t.Error("the exported spans hold a key or a token secret")
 		}
 	}
-	if !strings.Contains(logs.String(), `"msg":"tracing on"`) {
-		t.Errorf("no line says tracing is on:\n%s", logs.String())
+	if !strings.Contains(logs, `"msg":"tracing on"`) {
+		t.Errorf("no line says tracing is on:\n%s", logs)
 	}
 }
