@@ -69,6 +69,9 @@ func waitLocked(ctx context.Context, t *testing.T, pool *pgxpool.Pool, pid uint3
 // positioned, so W's event is settled by its own id before R's is: the
 // feed must hold it back rather than hand it the earlier position.
 func TestFeedKeepsATokensCommitOrder(t *testing.T) {
+	if pgtest.Citus() {
+		t.Skip("on Citus the ids and the row lock are the worker's: the coordinator sees neither W's id nor its wait; TestEventTakesItsTokensLaterXid checks the trigger on a table named as a shard")
+	}
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), pgtest.SettleTimeout)
 	defer cancel()
