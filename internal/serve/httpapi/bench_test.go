@@ -116,20 +116,7 @@ func BenchmarkIssueAndSpend(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	do := func(path, intentID, body string, want int) []byte {
-		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		if intentID != "" {
-			req.Header.Set("Idempotency-Key", intentID)
-		}
-		rec := httptest.NewRecorder()
-		srv.ServeHTTP(rec, req)
-		if rec.Code != want {
-			b.Fatalf("POST %s: %d %s", path, rec.Code, rec.Body)
-		}
-		return rec.Body.Bytes()
-	}
+	do := benchPost(b, srv, key)
 	const payload = `{"account":"acct-1","amount":1}`
 	b.ReportAllocs()
 	n := 0
@@ -306,20 +293,7 @@ func BenchmarkTracingSpend(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			do := func(path, intentID, body string, want int) []byte {
-				req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
-				req.Header.Set("Authorization", "Bearer "+key)
-				req.Header.Set("Content-Type", "application/json")
-				if intentID != "" {
-					req.Header.Set("Idempotency-Key", intentID)
-				}
-				rec := httptest.NewRecorder()
-				srv.ServeHTTP(rec, req)
-				if rec.Code != want {
-					b.Fatalf("POST %s: %d %s", path, rec.Code, rec.Body)
-				}
-				return rec.Body.Bytes()
-			}
+			do := benchPost(b, srv, key)
 			const payload = `{"account":"acct-1","amount":1}`
 			b.ReportAllocs()
 			// The process's CPU time per op, tokend's side only: on a busy
@@ -342,5 +316,25 @@ func BenchmarkTracingSpend(b *testing.B) {
 				do("/v1/tokens/consume", "", `{"token":"`+tok.Token+`","operation":"ledger.credit","subject":"s","payload":`+payload+`}`, http.StatusOK)
 			}
 		})
+	}
+}
+
+// benchPost returns a function that POSTs body to srv's path with key, as
+// the intent's Idempotency-Key when intentID is set, and fails b unless
+// the status is want.
+func benchPost(b *testing.B, srv http.Handler, key string) func(path, intentID, body string, want int) []byte {
+	return func(path, intentID, body string, want int) []byte {
+		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		if intentID != "" {
+			req.Header.Set("Idempotency-Key", intentID)
+		}
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, req)
+		if rec.Code != want {
+			b.Fatalf("POST %s: %d %s", path, rec.Code, rec.Body)
+		}
+		return rec.Body.Bytes()
 	}
 }
