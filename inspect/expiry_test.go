@@ -1,12 +1,20 @@
 package inspect_test
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tokend/tokend/admin"
+	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/inspect"
+	"github.com/tokend/tokend/intent"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
 	"github.com/tokend/tokend/token"
 )
 
@@ -78,4 +86,152 @@ func TestExpiredIsAState(t *testing.T) {
 	if before.State != after.State || !before.FinishedAt.Equal(*after.FinishedAt) || before.Generation != after.Generation {
 		t.Errorf("the record changed with the sweep: %+v, then %+v", before, after)
 	}
+}
+
+// A read that finds a token past its expiry while a spend that judged it
+// unexpired has yet to commit waits for that spend and answers what it left
+// (consumed), and a spend that judged it unexpired before a read answered
+// expired is refused: every read of expired holds for good (docs/robustness.md,
+// track record #2). Each case makes the spend judge first: its transaction's
+// now() is taken, then the token's expiry is set just past it.
+func TestReadOfExpiredWaitsForTheSpendInFlight(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	payload := `{"account":"a","amount":5}`
+	// judged begins a transaction, fixes its now() and moves the token's
+	// expiry to just after it, by another connection.
+	judged := func(t *testing.T, id string) pgx.Tx {
+		t.Helper()
+		tx, err := e.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback(context.WithoutCancel(ctx)) })
+		var began time.Time
+		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&began); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.pool.Exec(ctx, `UPDATE tokens SET expires_at = $2 WHERE id = $1`, id, began.Add(time.Microsecond)); err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+	spend := func(tx pgx.Tx, iss intent.Issued) (consume.Response, error) {
+		return e.spender.SpendTx(ctx, tx, consume.Request{Tenant: "acme", Secret: iss.Secret, Operation: ledger.Credit,
+			Subject: "alice", Payload: []byte(payload)})
+	}
+
+	reads := []struct {
+		name string
+		read func(id string) (token.Record, error)
+	}{
+		{"get", func(id string) (token.Record, error) { return inspect.Get(ctx, e.pool, "acme", id) }},
+		{"list", func(id string) (token.Record, error) {
+			items, _, err := inspect.List(ctx, e.pool, "acme", inspect.Filter{Search: "alice"})
+			for _, r := range items {
+				if r.ID == id {
+					return r, err
+				}
+			}
+			return token.Record{}, errors.Join(err, token.ErrNotFound)
+		}},
+		{"list expired", func(id string) (token.Record, error) {
+			items, _, err := inspect.List(ctx, e.pool, "acme", inspect.Filter{State: token.Expired, Search: "alice"})
+			for _, r := range items {
+				if r.ID == id {
+					return r, err
+				}
+			}
+			return token.Record{}, errors.Join(err, token.ErrNotFound)
+		}},
+	}
+	for _, rd := range reads {
+		t.Run(rd.name+" during the spend", func(t *testing.T) {
+			iss := e.issue(t, "acme", ledger.Credit, "alice", payload)
+			tx := judged(t, iss.Token.ID)
+			if _, err := spend(tx, iss); err != nil {
+				t.Fatalf("spend: %v", err)
+			}
+			got := make(chan answer, 1)
+			go func() {
+				r, err := rd.read(iss.Token.ID)
+				got <- answer{r, err}
+			}()
+			if a, answered := waitForLockWaiter(t, e, got); answered {
+				t.Fatalf("the read answered %s, %v before the spend committed", a.rec.State, a.err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			a := <-got
+			want := token.Consumed
+			if rd.name == "list expired" {
+				// The list of expired tokens no longer has it.
+				if !errors.Is(a.err, token.ErrNotFound) {
+					t.Errorf("the read answered %s, %v; want the token left out", a.rec.State, a.err)
+				}
+			} else if a.err != nil || a.rec.State != want {
+				t.Errorf("the read answered %s, %v; want %s", a.rec.State, a.err, want)
+			}
+			if n := countEvents(t, e, iss.Token.ID, "expire"); n != 0 {
+				t.Errorf("%d expire events for a consumed token", n)
+			}
+		})
+		t.Run(rd.name+" before the spend", func(t *testing.T) {
+			iss := e.issue(t, "acme", ledger.Credit, "alice", payload)
+			tx := judged(t, iss.Token.ID)
+			r, err := rd.read(iss.Token.ID)
+			if err != nil || r.State != token.Expired {
+				t.Fatalf("the read answered %s, %v; want expired", r.State, err)
+			}
+			if _, err := spend(tx, iss); !errors.Is(err, token.ErrExpired) {
+				t.Errorf("the spend after the read answered expired: %v, want token.ErrExpired", err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var state string
+			if err := e.pool.QueryRow(ctx, `SELECT state FROM tokens WHERE id = $1`, iss.Token.ID).Scan(&state); err != nil || state != "expired" {
+				t.Errorf("the row is %q, %v; want it recorded expired", state, err)
+			}
+			if n := countEvents(t, e, iss.Token.ID, "expire"); n != 1 {
+				t.Errorf("%d expire events, want 1", n)
+			}
+		})
+	}
+}
+
+// waitForLockWaiter returns once a statement on e's database waits for a
+// lock, or with the answer when the read answers first.
+func waitForLockWaiter(t *testing.T, e *env, answered <-chan answer) (answer, bool) {
+	t.Helper()
+	for {
+		var waiting bool
+		if err := e.pool.QueryRow(t.Context(), pgtest.LockWaitsSQL).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return answer{}, false
+		}
+		select {
+		case a := <-answered:
+			return a, true
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+type answer struct {
+	rec token.Record
+	err error
+}
+
+func countEvents(t *testing.T, e *env, id, kind string) int {
+	t.Helper()
+	var n int
+	if err := e.pool.QueryRow(t.Context(), `SELECT count(*) FROM token_events WHERE token_id = $1 AND kind = $2`, id, kind).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -1,10 +1,12 @@
-// Package inspect reads tokens without changing them: one token, its audit
-// trail, or a filtered page of a tenant's tokens. Nothing here can return a
+// Package inspect reads tokens: one token, its audit trail, or a filtered
+// page of a tenant's tokens. The one change a read makes is to record an
+// expiry that has passed (below). Nothing here can return a
 // token's secret: it is not stored.
 //
 // States are reported as of the database's clock (StateExpr): an issued
 // token whose expiry has passed reads as expired, as every spend refuses it,
-// before the sweeper records it and after.
+// before the sweeper records it and after. A read that finds one records
+// the expiry, so that no spend in flight can commit after it answered.
 package inspect
 
 import (
@@ -20,7 +22,11 @@ import (
 )
 
 // Get returns tenant's token id, or token.ErrNotFound when the tenant has no
-// such token (another tenant's token included).
+// such token (another tenant's token included). An issued token past its
+// expiry has its expiry recorded before Get answers (an expire event, actor
+// "read"), after waiting for a spend or revoke that holds it: at most
+// store's 5 s outside the caller's transaction (token.ErrInProgress when
+// that runs out). In a read-only transaction it reads expired unrecorded.
 func Get(ctx context.Context, q db.DBTX, tenant, id string) (token.Record, error) {
 	if !token.ValidID(id) {
 		return token.Record{}, token.ErrNotFound

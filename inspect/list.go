@@ -56,7 +56,10 @@ func (f Filter) Validate() error {
 // List returns a page of tenant's tokens matching f, newest first, and the
 // cursor of the next page, empty on the last one. Pages are keyed on the
 // token id, which sorts by creation time, so tokens issued while paging
-// neither shift nor repeat the pages after.
+// neither shift nor repeat the pages after. A token that reads expired has
+// its expiry recorded first (see Get); one that a spend in flight moved
+// instead leaves a page whose filter excludes its new state, so a page may
+// hold fewer than the limit and still have a next one.
 func List(ctx context.Context, q db.DBTX, tenant string, f Filter) (items []token.Record, next string, err error) {
 	if err := f.Validate(); err != nil {
 		return nil, "", err
@@ -66,18 +69,15 @@ func List(ctx context.Context, q db.DBTX, tenant string, f Filter) (items []toke
 		limit = DefaultLimit
 	}
 	after, _ := decodeCursor(f.Cursor)
-	// One row more than the page tells whether there is a next page without
-	// handing out a cursor to an empty one.
-	items, err = store.ListTokens(ctx, q, store.ListParams{Tenant: tenant, State: f.State,
+	items, last, err := store.ListTokens(ctx, q, store.ListParams{Tenant: tenant, State: f.State,
 		Operation: orNil(f.Operation), Subject: orNil(f.Subject), Search: orNil(f.Search),
 		CreatedAfter: timeOrNil(f.CreatedAfter), CreatedBefore: timeOrNil(f.CreatedBefore),
-		Before: orNil(after), Limit: limit + 1})
+		Before: orNil(after), Limit: limit})
 	if err != nil {
 		return nil, "", err
 	}
-	if len(items) > limit {
-		items = items[:limit]
-		next = encodeCursor(items[limit-1].ID)
+	if last != "" {
+		next = encodeCursor(last)
 	}
 	return items, next, nil
 }

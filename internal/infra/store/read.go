@@ -27,8 +27,22 @@ const Columns = `tenant_id, id, operation, intent_id, subject, ` + StateExpr + `
        operation_id, payload_digest, created_at, expires_at, retain_until,
        lease_expires_at, ` + finishedExpr + ` AS finished_at, result_status, result_body`
 
-// getSQL reads tenant $1's token $2.
-const getSQL = `SELECT ` + Columns + ` FROM tokens WHERE tenant_id = $1 AND id = $2`
+// expiringExpr, read after Columns by getSQL and listSQL, is true for a
+// row that reads expired (StateExpr) while it is stored issued, in a
+// transaction that may write: the read records the expiry (expireReadSQL)
+// and reads the row again before it answers. Deriving expired from the row
+// alone is not enough: a spend or revoke that judged the token unexpired
+// may hold its lock and commit after the read answered, and no single order
+// would explain expired followed by consumed (docs/robustness.md, track
+// record #2). A read-only transaction cannot record it and answers as the
+// row reads.
+const expiringExpr = `state = 'issued' AND expires_at <= now() AND current_setting('transaction_read_only') = 'off'`
+
+// getSQL reads tenant $1's token $2, then expiringExpr.
+const getSQL = `SELECT ` + Columns + `, ` + expiringExpr + ` FROM tokens WHERE tenant_id = $1 AND id = $2`
+
+// rereadSQL reads tenant $1's tokens $2 again, after expireReadSQL.
+const rereadSQL = `SELECT ` + Columns + ` FROM tokens WHERE tenant_id = $1 AND id = ANY($2::text[])`
 
 // eventsSQL reads the audit trail of tenant $1's token $2, oldest first.
 const eventsSQL = `
@@ -77,9 +91,10 @@ func listStatements() map[token.State]string {
 	return m
 }
 
-// listText is a page of listSQL with its state condition left as %s.
+// listText is a page of listSQL with its state condition left as %s. Each
+// row ends with expiringExpr.
 const listText = `
-SELECT ` + Columns + `
+SELECT ` + Columns + `, ` + expiringExpr + ` AS expiring
 FROM tokens
 WHERE tenant_id = $1
   AND %s

@@ -32,6 +32,8 @@ type Texts struct {
 	EndpointSetEnabledSQL    string
 	EventsSQL                string
 	ExistingSQL              string
+	ExpireReadSQL            string
+	ExpireReadBoundedSQL     string
 	FailedSQL                string
 	FanOutSQL                string
 	FinishLeaseSQL           Step
@@ -62,6 +64,7 @@ type Texts struct {
 	ReplaySQL                string
 	ReportStateSQL           string
 	ReportUnknownSQL         Step
+	RereadSQL                string
 	RevokeSQL                Step
 	SessionMarkSQL           string
 	SessionReadSQL           string
@@ -116,6 +119,8 @@ func Statements() Texts {
 		EndpointSetEnabledSQL:    endpointSetEnabledSQL,
 		EventsSQL:                eventsSQL,
 		ExistingSQL:              existingSQL,
+		ExpireReadSQL:            expireReadSQL,
+		ExpireReadBoundedSQL:     expireReadBoundedSQL,
 		FailedSQL:                failedSQL,
 		FanOutSQL:                fanOutSQL,
 		FinishLeaseSQL:           finishLeaseSQL,
@@ -146,6 +151,7 @@ func Statements() Texts {
 		ReplaySQL:                replaySQL,
 		ReportStateSQL:           reportStateSQL,
 		ReportUnknownSQL:         reportUnknownSQL,
+		RereadSQL:                rereadSQL,
 		RevokeSQL:                revokeSQL,
 		SessionMarkSQL:           sessionMarkSQL,
 		SessionReadSQL:           sessionReadSQL,

@@ -19,7 +19,8 @@ func TestEveryTransitionRecordsItsEvent(t *testing.T) {
 	statements := map[string]string{
 		"issue": store.Statements().IssueEventSQL, "forget": store.Statements().ForgetEventSQL,
 		"sweep lapse, one tenant": store.SweepLapse.Tenant, "sweep expire, one tenant": store.SweepExpire.Tenant,
-		"sweep purge, one tenant": store.SweepPurge.Tenant,
+		"sweep purge, one tenant": store.SweepPurge.Tenant, "a read's expiry": store.Statements().ExpireReadSQL,
+		"a read's expiry, bounded": store.Statements().ExpireReadBoundedSQL,
 	}
 	// A Step's change writes no event and its record one.
 	steps := map[string]store.Step{
@@ -58,6 +59,7 @@ func TestEveryTransitionRecordsItsEvent(t *testing.T) {
 		"unresolved":                store.Statements().UnresolvedSQL, "unresolved, one tenant": store.Statements().UnresolvedTenantSQL, "try lock": store.Statements().TryLockSQL,
 		"bounded lock": store.Statements().LockBoundedSQL, "issue's insert": store.Statements().IssueSQL, "issue's policy check": store.Statements().PolicyCurrentSQL,
 		"forget's delete": store.Statements().ForgetSQL, "get": store.Statements().GetSQL, "events": store.Statements().EventsSQL,
+		"read again": store.Statements().RereadSQL,
 	} {
 		if strings.Contains(sql, "token_events (") {
 			t.Errorf("%s writes an event", name)

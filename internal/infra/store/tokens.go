@@ -243,6 +243,38 @@ SELECT DISTINCT tenant_id FROM tokens WHERE state = 'issued' AND expires_at <= n
 	Result: `SELECT count(*) FROM u`,
 })
 
+// expireReadSQL records, as SweepExpire does, the expiry of tenant $1's
+// tokens $2 that a read found issued past their expiry (expiringExpr);
+// $3 is the actor. It waits for a writer holding one of them: a spend that
+// judged the token unexpired and has not committed yet. When that writer
+// commits, the row it left is no longer issued and is not expired here; the
+// read then reads what it left. Locks are taken in id order, as every such
+// read takes them. expireReadBoundedSQL waits at most $4 (lock_timeout's
+// milliseconds), set for its own statement: it runs outside any
+// transaction of the caller's, whose settings it must not change.
+var (
+	expireReadSQL        = expireRead("")
+	expireReadBoundedSQL = expireRead("\n      AND (SELECT set_config('lock_timeout', $4, true)) IS NOT NULL")
+)
+
+func expireRead(bound string) string {
+	return Transition{
+		With: []string{`due AS (
+    SELECT tenant_id, id FROM tokens
+    WHERE tenant_id = $1 AND id = ANY($2::text[]) AND state = 'issued' AND expires_at <= now()` + bound + `
+    ORDER BY id
+    FOR UPDATE
+)`},
+		Change: `
+    UPDATE tokens t SET state = 'expired', finished_at = t.expires_at
+    FROM due
+    WHERE t.tenant_id = due.tenant_id AND t.id = due.id
+    RETURNING t.tenant_id, t.id, t.operation, t.subject, t.generation`,
+		Event:  Event{Actor: "$3", Kind: "'expire'", From: "'issued'", To: "'expired'"},
+		Result: `SELECT count(*) FROM u`,
+	}.SQL()
+}
+
 // SweepPurge deletes terminal tokens whose retention has passed. Their events
 // stay, each with a last one saying the token was purged: consumers of the
 // feed and webhooks may not have read them yet, and events have a retention
