@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tokend/tokend/example/ledger"
+	"github.com/tokend/tokend/consume"
 	"github.com/tokend/tokend/internal/infra/store"
 	"github.com/tokend/tokend/token"
 )
@@ -206,29 +207,31 @@ func TestRevokeTxExplanationHoldsTheLock(t *testing.T) {
 	}
 }
 
-// A token that moves back into issued between the revoke's UPDATE missing it
-// and the lock that explains the miss is revoked after all, not refused as
-// "issued". Not parallel: it sets a package-level hook.
-func TestRevokeTokenReissuedUnderIt(t *testing.T) {
+// A token that moves into unknown between a reconcile's UPDATE missing it
+// and the lock that explains the miss is reconciled after all, not refused
+// as "pending". (A revoke cannot meet this: it locks the token before its
+// UPDATE, to judge the expiry once it holds it.) Not parallel: it sets a
+// package-level hook.
+func TestReconcileTokenMovedUnderIt(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	is := e.tokenIn(tenant, token.Unknown)
+	is := e.tokenIn(tenant, token.Pending)
 	store.TestHookAfterMiss = func() {
-		if _, err := Reconcile(ctx, e.pool, tenant, is.Token.ID, Reconciliation{Outcome: NotExecuted, Actor: "key_other"}); err != nil {
+		if _, err := consume.Finish(ctx, e.pool, token.ReportUnknown, consume.Report{Tenant: tenant, TokenID: is.Token.ID, Generation: 1, Actor: "holder"}); err != nil {
 			t.Error(err)
 		}
 	}
 	t.Cleanup(func() { store.TestHookAfterMiss = nil })
 
-	rec, err := Revoke(ctx, e.pool, tenant, is.Token.ID, Revocation{Reason: "changed my mind", Actor: "key_ops"})
-	if err != nil || rec.State != token.Revoked {
-		t.Fatalf("Revoke = %s, %v; want revoked", rec.State, err)
+	rec, err := Reconcile(ctx, e.pool, tenant, is.Token.ID, Reconciliation{Outcome: NotExecuted, Actor: "key_ops"})
+	if err != nil || rec.State != token.Issued {
+		t.Fatalf("Reconcile = %s, %v; want issued", rec.State, err)
 	}
 	var kinds []string
 	for _, ev := range e.events(tenant, is.Token.ID) {
 		kinds = append(kinds, ev.Kind)
 	}
-	if want := []string{"issued", "lease", "report_unknown", "reconcile_not_executed", "revoke"}; !slices.Equal(kinds, want) {
+	if want := []string{"issued", "lease", "report_unknown", "reconcile_not_executed"}; !slices.Equal(kinds, want) {
 		t.Errorf("events %v, want %v", kinds, want)
 	}
 }

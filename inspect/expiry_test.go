@@ -92,8 +92,7 @@ func TestExpiredIsAState(t *testing.T) {
 // unexpired has yet to commit waits for that spend and answers what it left
 // (consumed), and a spend that judged it unexpired before a read answered
 // expired is refused: every read of expired holds for good (docs/robustness.md,
-// track record #2). Each case makes the spend judge first: its transaction's
-// now() is taken, then the token's expiry is set just past it.
+// track record #2).
 func TestReadOfExpiredWaitsForTheSpendInFlight(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -118,29 +117,30 @@ func TestReadOfExpiredWaitsForTheSpendInFlight(t *testing.T) {
 		return tx
 	}
 	spend := func(tx pgx.Tx, iss intent.Issued) (consume.Response, error) {
+		// Each case has its subject, so that its lists show its token alone.
 		return e.spender.SpendTx(ctx, tx, consume.Request{Tenant: "acme", Secret: iss.Secret, Operation: ledger.Credit,
-			Subject: "alice", Payload: []byte(payload)})
+			Subject: iss.Token.Subject, Payload: []byte(payload)})
 	}
 
 	reads := []struct {
 		name string
-		read func(id string) (token.Record, error)
+		read func(r token.Record) (token.Record, error)
 	}{
-		{"get", func(id string) (token.Record, error) { return inspect.Get(ctx, e.pool, "acme", id) }},
-		{"list", func(id string) (token.Record, error) {
-			items, _, err := inspect.List(ctx, e.pool, "acme", inspect.Filter{Search: "alice"})
-			for _, r := range items {
-				if r.ID == id {
-					return r, err
+		{"get", func(r token.Record) (token.Record, error) { return inspect.Get(ctx, e.pool, "acme", r.ID) }},
+		{"list", func(r token.Record) (token.Record, error) {
+			items, _, err := inspect.List(ctx, e.pool, "acme", inspect.Filter{Search: r.Subject})
+			for _, it := range items {
+				if it.ID == r.ID {
+					return it, err
 				}
 			}
 			return token.Record{}, errors.Join(err, token.ErrNotFound)
 		}},
-		{"list expired", func(id string) (token.Record, error) {
-			items, _, err := inspect.List(ctx, e.pool, "acme", inspect.Filter{State: token.Expired, Search: "alice"})
-			for _, r := range items {
-				if r.ID == id {
-					return r, err
+		{"list expired", func(r token.Record) (token.Record, error) {
+			items, _, err := inspect.List(ctx, e.pool, "acme", inspect.Filter{State: token.Expired, Search: r.Subject})
+			for _, it := range items {
+				if it.ID == r.ID {
+					return it, err
 				}
 			}
 			return token.Record{}, errors.Join(err, token.ErrNotFound)
@@ -148,14 +148,27 @@ func TestReadOfExpiredWaitsForTheSpendInFlight(t *testing.T) {
 	}
 	for _, rd := range reads {
 		t.Run(rd.name+" during the spend", func(t *testing.T) {
-			iss := e.issue(t, "acme", ledger.Credit, "alice", payload)
-			tx := judged(t, iss.Token.ID)
+			t.Parallel()
+			iss := e.issue(t, "acme", ledger.Credit, t.Name(), payload)
+			// The spend judges the token when it holds it, by the clock
+			// then: it must come before the expiry, and the read after.
+			var expiry time.Time
+			if err := e.pool.QueryRow(ctx, `UPDATE tokens SET expires_at = clock_timestamp() + interval '1500 milliseconds'
+				WHERE id = $1 RETURNING expires_at`, iss.Token.ID).Scan(&expiry); err != nil {
+				t.Fatal(err)
+			}
+			tx, err := e.pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(context.WithoutCancel(ctx))
 			if _, err := spend(tx, iss); err != nil {
 				t.Fatalf("spend: %v", err)
 			}
+			waitForClock(t, e, expiry)
 			got := make(chan answer, 1)
 			go func() {
-				r, err := rd.read(iss.Token.ID)
+				r, err := rd.read(iss.Token)
 				got <- answer{r, err}
 			}()
 			if a, answered := waitForLockWaiter(t, e, got); answered {
@@ -179,9 +192,10 @@ func TestReadOfExpiredWaitsForTheSpendInFlight(t *testing.T) {
 			}
 		})
 		t.Run(rd.name+" before the spend", func(t *testing.T) {
-			iss := e.issue(t, "acme", ledger.Credit, "alice", payload)
+			t.Parallel()
+			iss := e.issue(t, "acme", ledger.Credit, t.Name(), payload)
 			tx := judged(t, iss.Token.ID)
-			r, err := rd.read(iss.Token.ID)
+			r, err := rd.read(iss.Token)
 			if err != nil || r.State != token.Expired {
 				t.Fatalf("the read answered %s, %v; want expired", r.State, err)
 			}
@@ -222,6 +236,21 @@ func waitForLockWaiter(t *testing.T, e *env, answered <-chan answer) (answer, bo
 	}
 }
 
+// waitForClock returns once the database's clock is past at.
+func waitForClock(t *testing.T, e *env, at time.Time) {
+	t.Helper()
+	for {
+		var past bool
+		if err := e.pool.QueryRow(t.Context(), `SELECT clock_timestamp() > $1`, at).Scan(&past); err != nil {
+			t.Fatal(err)
+		}
+		if past {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 type answer struct {
 	rec token.Record
 	err error
@@ -234,4 +263,75 @@ func countEvents(t *testing.T, e *env, id, kind string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// A spend or revoke whose transaction began before the token's expiry, and
+// that waits for the token behind a spend refusing it as expired, judges
+// the expiry by the clock once it holds the token: it is refused too. Judged
+// by its transaction's now(), it spent or revoked the token after another
+// spend had answered that it was expired.
+func TestWritersJudgeExpiryOnceTheyHoldTheToken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	payload := `{"account":"a","amount":5}`
+	writers := []struct {
+		name  string
+		write func(tx pgx.Tx, iss intent.Issued) error
+	}{
+		{"spend", func(tx pgx.Tx, iss intent.Issued) error {
+			_, err := e.spender.SpendTx(ctx, tx, consume.Request{Tenant: "acme", Secret: iss.Secret, Operation: ledger.Credit,
+				Subject: "alice", Payload: []byte(payload)})
+			return err
+		}},
+		{"revoke", func(tx pgx.Tx, iss intent.Issued) error {
+			_, err := admin.RevokeTx(ctx, tx, "acme", iss.Token.ID, admin.Revocation{Reason: "test", Actor: "key_ops"})
+			return err
+		}},
+	}
+	for _, w := range writers {
+		t.Run(w.name, func(t *testing.T) {
+			iss := e.issue(t, "acme", ledger.Credit, "alice", payload)
+			late, err := e.pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer late.Rollback(context.WithoutCancel(ctx))
+			var began time.Time
+			if err := late.QueryRow(ctx, `SELECT now()`).Scan(&began); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.pool.Exec(ctx, `UPDATE tokens SET expires_at = $2 WHERE id = $1`, iss.Token.ID, began.Add(time.Microsecond)); err != nil {
+				t.Fatal(err)
+			}
+			first, err := e.pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer first.Rollback(context.WithoutCancel(ctx))
+			if _, err := e.spender.SpendTx(ctx, first, consume.Request{Tenant: "acme", Secret: iss.Secret, Operation: ledger.Credit,
+				Subject: "alice", Payload: []byte(payload)}); !errors.Is(err, token.ErrExpired) {
+				t.Fatalf("the first spend: %v, want token.ErrExpired", err)
+			}
+			got := make(chan answer, 1)
+			go func() { got <- answer{err: w.write(late, iss)} }()
+			if a, answered := waitForLockWaiter(t, e, got); answered {
+				t.Fatalf("the %s answered %v without waiting for the first spend", w.name, a.err)
+			}
+			if err := first.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+			a := <-got
+			if !errors.Is(a.err, token.ErrExpired) && !errors.Is(a.err, token.ErrInvalidState) {
+				t.Errorf("the %s after a spend refused the token as expired: %v, want it refused as expired", w.name, a.err)
+			}
+			if err := late.Commit(ctx); err != nil && a.err == nil {
+				t.Fatal(err)
+			}
+			var state string
+			if err := e.pool.QueryRow(ctx, `SELECT state FROM tokens WHERE id = $1`, iss.Token.ID).Scan(&state); err != nil || state != "issued" {
+				t.Errorf("the row is %q, %v; want it issued, its expiry not yet recorded", state, err)
+			}
+		})
+	}
 }

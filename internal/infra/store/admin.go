@@ -4,11 +4,15 @@ import (
 	"fmt"
 )
 
-// lockStateSQL tells why a conditional transition matched no row, with the
-// state every read reports (StateExpr): an issued token past its
-// expiry is expired. The lock makes the answer hold until the caller's
-// transaction ends.
-const lockStateSQL = `SELECT ` + StateExpr + ` FROM tokens WHERE tenant_id = $1 AND id = $2 FOR UPDATE`
+// lockStateSQL locks a token and answers its state as every read reports it
+// (StateExpr): an issued token past its expiry is expired, judged by the
+// clock once the lock is held, as lockSQL judges it. TransitionTx takes it
+// before a transition out of issued, and to tell why a transition matched
+// no row. The lock makes the answer hold until the caller's transaction
+// ends.
+const lockStateSQL = `
+WITH l AS MATERIALIZED (SELECT state, expires_at FROM tokens WHERE tenant_id = $1 AND id = $2 FOR UPDATE)
+SELECT CASE WHEN state = 'issued' AND expires_at <= clock_timestamp() THEN 'expired' ELSE state END FROM l`
 
 // DeleteEvents deletes events past the event retention ($2 seconds) whose
 // token is gone, in batches of $1, a Sweep's two forms. Only positioned

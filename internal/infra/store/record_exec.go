@@ -27,6 +27,15 @@ func TransitionTx(ctx context.Context, tx pgx.Tx, tenant, id string, from token.
 	if !token.ValidID(id) {
 		return token.Record{}, token.ErrNotFound
 	}
+	if from == token.Issued {
+		// Out of issued, the state hangs on the clock: judge it once the
+		// lock is held (lockStateSQL), not by the UPDATE's scan, whose
+		// clock is read before it waits for the lock. The UPDATE then
+		// runs under the lock, on a token judged unexpired.
+		if err := lockState(ctx, tx, tenant, id, from, a); err != nil {
+			return token.Record{}, err
+		}
+	}
 	var rec token.Record
 	scan := func(row pgx.Row) error {
 		var err error
@@ -43,13 +52,8 @@ func TransitionTx(ctx context.Context, tx pgx.Tx, tenant, id string, from token.
 	if TestHookAfterMiss != nil {
 		TestHookAfterMiss()
 	}
-	var state token.State
-	err = db.RowError(tx.QueryRow(ctx, lockStateSQL, tenant, id).Scan(&state), token.ErrNotFound, "admin: "+string(a))
-	switch {
-	case err != nil:
+	if err := lockState(ctx, tx, tenant, id, from, a); err != nil {
 		return token.Record{}, err
-	case state != from:
-		return token.Record{}, tokend.Refuse(token.ErrInvalidState, "cannot %s a token that is %s", a.Verb(), state)
 	}
 	// The token moved back into from between the UPDATE and the lock (an
 	// operator reconciled it, a lease lapsed). Now that the row is locked
@@ -58,6 +62,20 @@ func TransitionTx(ctx context.Context, tx pgx.Tx, tenant, id string, from token.
 		return token.Record{}, fmt.Errorf("admin: %s: %w", a, err)
 	}
 	return rec, nil
+}
+
+// lockState locks tenant's token id (lockStateSQL) and refuses a when the
+// token is not in state from.
+func lockState(ctx context.Context, tx pgx.Tx, tenant, id string, from token.State, a token.Action) error {
+	var state token.State
+	err := db.RowError(tx.QueryRow(ctx, lockStateSQL, tenant, id).Scan(&state), token.ErrNotFound, "admin: "+string(a))
+	switch {
+	case err != nil:
+		return err
+	case state != from:
+		return tokend.Refuse(token.ErrInvalidState, "cannot %s a token that is %s", a.Verb(), state)
+	}
+	return nil
 }
 
 // Unresolved counts the tokens someone owes an outcome for (admin.Stats has
