@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/consume"
+	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/internal/infra/store"
 	"github.com/tokend/tokend/token"
 )
