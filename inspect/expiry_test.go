@@ -152,9 +152,12 @@ func TestReadOfExpiredWaitsForTheSpendInFlight(t *testing.T) {
 			iss := e.issue(t, "acme", ledger.Credit, t.Name(), payload)
 			// The spend judges the token when it holds it, by the clock
 			// then: it must come before the expiry, and the read after.
-			var expiry time.Time
-			if err := e.pool.QueryRow(ctx, `UPDATE tokens SET expires_at = clock_timestamp() + interval '1500 milliseconds'
-				WHERE id = $1 RETURNING expires_at`, iss.Token.ID).Scan(&expiry); err != nil {
+			var clock time.Time
+			if err := e.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&clock); err != nil {
+				t.Fatal(err)
+			}
+			expiry := clock.Add(1500 * time.Millisecond)
+			if _, err := e.pool.Exec(ctx, `UPDATE tokens SET expires_at = $2 WHERE id = $1`, iss.Token.ID, expiry); err != nil {
 				t.Fatal(err)
 			}
 			tx, err := e.pool.Begin(ctx)
