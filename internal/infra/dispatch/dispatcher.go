@@ -268,34 +268,15 @@ func (d *Dispatcher) Round(ctx context.Context) (int, error) {
 // statement per active tenant, none per idle one: idle, the loop runs one
 // pass an Interval, as before.
 func (d *Dispatcher) fanOutLoop(ctx context.Context, fanned chan<- struct{}) {
-	active := map[string]time.Time{}
-	var full time.Time // the last pass of every tenant
+	c := cadence{interval: d.cfg.Interval, active: map[string]time.Time{}}
 	for ctx.Err() == nil {
-		var only []string
-		if time.Since(full) < d.cfg.Interval {
-			only = slices.Collect(maps.Keys(active))
-		} else {
-			full = time.Now()
-		}
-		more, moved, err := d.fanOutPass(ctx, fanned, only)
+		more, moved, err := d.fanOutPass(ctx, fanned, c.next(time.Now()))
 		if err != nil && ctx.Err() == nil {
 			d.log.Error("webhooks: fan out", "err", err)
 		}
-		now := time.Now()
-		for _, t := range moved {
-			active[t] = now
-		}
-		for t, at := range active {
-			if now.Sub(at) >= d.cfg.Interval {
-				delete(active, t)
-			}
-		}
+		wait := c.done(time.Now(), moved)
 		if more && err == nil {
 			continue
-		}
-		wait := d.cfg.Interval - now.Sub(full)
-		if len(active) > 0 {
-			wait = min(wait, d.cfg.Interval/10)
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -304,6 +285,45 @@ func (d *Dispatcher) fanOutLoop(ctx context.Context, fanned chan<- struct{}) {
 		}
 		t.Stop()
 	}
+}
+
+// cadence is fanOutLoop's schedule: when its last pass of every tenant
+// ran, and the tenants whose events were fanned out in the last interval.
+type cadence struct {
+	interval time.Duration
+	full     time.Time
+	active   map[string]time.Time
+}
+
+// next answers the tenants a pass starting at now positions: nil for
+// every tenant, once an interval after the last such pass, else the
+// active ones.
+func (c *cadence) next(now time.Time) []string {
+	if now.Sub(c.full) >= c.interval {
+		c.full = now
+		return nil
+	}
+	return slices.Sorted(maps.Keys(c.active))
+}
+
+// done records a pass that ended at now having fanned out events of the
+// tenants moved, and answers how long to wait for the next pass: until an
+// interval after the last pass of every tenant, at most a tenth of one
+// while a tenant is active.
+func (c *cadence) done(now time.Time, moved []string) time.Duration {
+	for _, t := range moved {
+		c.active[t] = now
+	}
+	for t, at := range c.active {
+		if now.Sub(at) >= c.interval {
+			delete(c.active, t)
+		}
+	}
+	wait := max(c.interval-now.Sub(c.full), 0)
+	if len(c.active) > 0 {
+		wait = min(wait, c.interval/10)
+	}
+	return wait
 }
 
 // fanOut fans out until no endpoint is behind.
