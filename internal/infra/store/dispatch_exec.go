@@ -240,9 +240,9 @@ func DueTenants(ctx context.Context, q db.DBTX) ([]DueTenant, error) {
 	return pgx.CollectRows(rows, pgx.RowToStructByPos[DueTenant])
 }
 
-// ClaimParams bound a claim (claimPickSQL, claimLeaseSQL): how many, for how long, what an
-// endpoint and a tenant may have in flight, and how many of the claim may
-// go to failing endpoints.
+// ClaimParams bound a claim (claimPickSQL, claimLeaseSQL): how many, for
+// how long, what an endpoint and a tenant may have in flight, and how many
+// of the claim may go to failing endpoints.
 type ClaimParams struct {
 	Tenant              string
 	Limit               int
