@@ -24,7 +24,8 @@ func SendWithoutRecording(ctx context.Context, d *Dispatcher) (int, error) {
 // Statements for plan tests.
 var (
 	FanOutSQL      = store.Statements().FanOutSQL
-	ClaimSQL       = store.Statements().ClaimSQL
+	ClaimPickSQL   = store.Statements().ClaimPickSQL
+	ClaimLeaseSQL  = store.Statements().ClaimLeaseSQL
 	BehindSQL      = store.Statements().BehindSQL
 	UndeliveredSQL = store.Statements().UndeliveredSQL
 )

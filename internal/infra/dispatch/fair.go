@@ -28,7 +28,7 @@ var errPreempted = errors.New("preempted: the attempt took a worker other tenant
 //     due, from the one after the tenant served last, never by the age of
 //     the oldest delivery (which a hanging tenant always wins).
 //   - Endpoints whose last attempt failed (suspect) get one attempt in
-//     flight each (store.ClaimSQL) and at most a quarter of the workers
+//     flight each (store.ClaimPickSQL) and at most a quarter of the workers
 //     between them, so hanging endpoints, once they have failed, hold at
 //     most that many workers, each for at most Config.Timeout.
 //   - When a tenant with nothing in flight finds no free worker (the reserve

@@ -131,3 +131,58 @@ func TestReserveIsForTenantsWithNothingInFlightAnywhere(t *testing.T) {
 		t.Errorf("b, with nothing in flight anywhere, got %v (%d starved), want the reserve worker", got, starved)
 	}
 }
+
+// TestCadencePassesActiveTenantsBetweenFullPasses: after a pass that fanned
+// out a tenant's events, the next pass comes a tenth of an interval later
+// and positions that tenant only; a tenant quiet for an interval drops out
+// and, none active, the next pass is the full one an interval after the
+// last; after a pass longer than a tenth of an interval, the wait is as
+// long as the pass. Before, every pass was full and came an interval after
+// the last, so an event committed just too late for one waited a whole
+// interval.
+func TestCadencePassesActiveTenantsBetweenFullPasses(t *testing.T) {
+	t.Parallel()
+	const iv = time.Second
+	t0 := time.Unix(1000, 0)
+	c := cadence{interval: iv, active: map[string]time.Time{}}
+	if only := c.next(t0); only != nil {
+		t.Fatalf("first pass: %v, want every tenant (nil)", only)
+	}
+	if w := c.done(t0.Add(5*time.Millisecond), t0.Add(10*time.Millisecond), nil); w != iv-10*time.Millisecond {
+		t.Errorf("idle: wait %v, want the rest of the interval", w)
+	}
+	// A pass of every tenant at 1 s fans out b's events.
+	if only := c.next(t0.Add(iv)); only != nil {
+		t.Fatalf("pass an interval later: %v, want every tenant", only)
+	}
+	if w := c.done(t0.Add(iv+5*time.Millisecond), t0.Add(iv+10*time.Millisecond), []string{"b"}); w != iv/10 {
+		t.Errorf("b active: wait %v, want %v", w, iv/10)
+	}
+	// The short passes position b only, while b keeps moving.
+	at := t0.Add(iv + 110*time.Millisecond)
+	if only := c.next(at); len(only) != 1 || only[0] != "b" {
+		t.Fatalf("short pass: %v, want [b]", only)
+	}
+	if w := c.done(at, at.Add(5*time.Millisecond), []string{"b", "c"}); w != iv/10 {
+		t.Errorf("b, c active: wait %v, want %v", w, iv/10)
+	}
+	if only := c.next(at.Add(105 * time.Millisecond)); len(only) != 2 {
+		t.Fatalf("short pass: %v, want [b c]", only)
+	}
+	// Quiet for an interval, they drop out: the next pass is the full one.
+	late := t0.Add(iv + 900*time.Millisecond)
+	if w := c.done(late.Add(-5*time.Millisecond), late, nil); w != iv/10 {
+		t.Errorf("b, c still active at %v: wait %v, want %v", late.Sub(t0), w, iv/10)
+	}
+	later := t0.Add(iv + 1200*time.Millisecond)
+	if w := c.done(later.Add(-5*time.Millisecond), later, nil); w != 0 || len(c.active) != 0 {
+		t.Errorf("quiet for an interval: wait %v with %v active, want 0 and none (the full pass is due)", w, c.active)
+	}
+	if only := c.next(later); only != nil {
+		t.Errorf("after an interval: %v, want every tenant", only)
+	}
+	// A long pass of an active tenant is followed by a wait as long.
+	if w := c.done(later, later.Add(300*time.Millisecond), []string{"b"}); w != 300*time.Millisecond {
+		t.Errorf("after a pass of 300 ms: wait %v, want 300ms", w)
+	}
+}

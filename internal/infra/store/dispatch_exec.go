@@ -240,9 +240,9 @@ func DueTenants(ctx context.Context, q db.DBTX) ([]DueTenant, error) {
 	return pgx.CollectRows(rows, pgx.RowToStructByPos[DueTenant])
 }
 
-// ClaimParams bound a claim (claimSQL): how many, for how long, what an
-// endpoint and a tenant may have in flight, and how many of the claim may
-// go to failing endpoints.
+// ClaimParams bound a claim (claimPickSQL, claimLeaseSQL): how many, for
+// how long, what an endpoint and a tenant may have in flight, and how many
+// of the claim may go to failing endpoints.
 type ClaimParams struct {
 	Tenant              string
 	Limit               int
@@ -283,9 +283,11 @@ type ClaimedRow struct {
 	Event                 WebhookEventRow
 }
 
-// Claim leases due deliveries of p.Tenant's enabled endpoints (claimSQL),
-// in tx after ClaimLock, within a savepoint: when a row lock is not had in
-// time (LockNotAvailable), it answers nothing claimed and tx goes on.
+// Claim leases due deliveries of p.Tenant's enabled endpoints, in tx after
+// ClaimLock, within a savepoint: it picks them (claimPickSQL), then
+// leases each it picked by its key (claimLeaseSQL), in one round trip. When
+// a row lock is not had in time (LockNotAvailable), it answers nothing
+// claimed and tx goes on.
 func Claim(ctx context.Context, tx pgx.Tx, p ClaimParams) ([]ClaimedRow, error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
@@ -302,19 +304,45 @@ func Claim(ctx context.Context, tx pgx.Tx, p ClaimParams) ([]ClaimedRow, error) 
 }
 
 func claim(ctx context.Context, tx pgx.Tx, p ClaimParams) ([]ClaimedRow, error) {
-	rows, err := tx.Query(ctx, claimSQL, p.Limit, p.LeaseSeconds, p.EndpointConcurrency, p.TenantConcurrency, p.Tenant, p.SuspectLimit)
+	rows, err := tx.Query(ctx, claimPickSQL, p.Limit, p.EndpointConcurrency, p.TenantConcurrency, p.Tenant, p.SuspectLimit)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (ClaimedRow, error) {
-		var c ClaimedRow
-		e := &c.Event
-		err := r.Scan(&c.Tenant, &c.Endpoint, &c.Pos, &c.Attempt, &c.URL, &c.Nonce, &c.KeyID, &c.PrevNonce, &c.PrevKeyID, &c.Suspect,
-			&e.ID, &e.Type, &e.TokenID, &e.Operation, &e.Subject, &e.Actor, &e.From, &e.To,
-			&e.Generation, &e.OutcomeStatus, &e.Outcome, &e.At)
-		e.Position = c.Pos
-		return c, err
-	})
+	type key struct {
+		Endpoint string
+		Pos      int64
+	}
+	picked, err := pgx.CollectRows(rows, pgx.RowToStructByPos[key])
+	if err != nil || len(picked) == 0 {
+		return nil, err
+	}
+	b := &pgx.Batch{}
+	for _, k := range picked {
+		b.Queue(claimLeaseSQL, p.Tenant, p.LeaseSeconds, k.Endpoint, k.Pos)
+	}
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	var out []ClaimedRow
+	for range picked {
+		rows, err := br.Query()
+		if err != nil {
+			return nil, err
+		}
+		got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ClaimedRow, error) {
+			var c ClaimedRow
+			e := &c.Event
+			err := r.Scan(&c.Tenant, &c.Endpoint, &c.Pos, &c.Attempt, &c.URL, &c.Nonce, &c.KeyID, &c.PrevNonce, &c.PrevKeyID, &c.Suspect,
+				&e.ID, &e.Type, &e.TokenID, &e.Operation, &e.Subject, &e.Actor, &e.From, &e.To,
+				&e.Generation, &e.OutcomeStatus, &e.Outcome, &e.At)
+			e.Position = c.Pos
+			return c, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, got...)
+	}
+	return out, br.Close()
 }
 
 // AttemptParams name a claimed delivery's attempt and what it took.

@@ -20,7 +20,8 @@ type Texts struct {
 	ClaimLockSQL             string
 	ClaimLockTimeoutSQL      string
 	ClaimTenantLockSQL       string
-	ClaimSQL                 string
+	ClaimPickSQL             string
+	ClaimLeaseSQL            string
 	DeliveredSQL             string
 	DueTenantsSQL            string
 	EndpointCreateSQL        string
@@ -107,7 +108,8 @@ func Statements() Texts {
 		ClaimLockSQL:             claimLockSQL,
 		ClaimLockTimeoutSQL:      claimLockTimeoutSQL,
 		ClaimTenantLockSQL:       claimTenantLockSQL,
-		ClaimSQL:                 claimSQL,
+		ClaimPickSQL:             claimPickSQL,
+		ClaimLeaseSQL:            claimLeaseSQL,
 		DeliveredSQL:             deliveredSQL,
 		DueTenantsSQL:            dueTenantsSQL,
 		EndpointCreateSQL:        endpointCreateSQL,

@@ -23,7 +23,7 @@ func TestEveryStatementRuns(t *testing.T) {
 		"endpoint rotate": store.Statements().EndpointRotateSQL, "endpoint list": store.Statements().EndpointListSQL, "endpoint get": store.Statements().EndpointGetSQL,
 		"endpoint set enabled": store.Statements().EndpointSetEnabledSQL, "endpoint delete": store.Statements().EndpointDeleteSQL,
 		"redeliver": store.Statements().RedeliverSQL, "recent deliveries": store.Statements().RecentDeliveriesSQL, "webhook tenants": store.Statements().WebhookTenantsSQL,
-		"behind": store.Statements().BehindSQL, "fan out": store.Statements().FanOutSQL, "claim lock": store.Statements().ClaimLockSQL, "claim lock timeout": store.Statements().ClaimLockTimeoutSQL, "claim tenant lock": store.Statements().ClaimTenantLockSQL, "claim": store.Statements().ClaimSQL,
+		"behind": store.Statements().BehindSQL, "fan out": store.Statements().FanOutSQL, "claim lock": store.Statements().ClaimLockSQL, "claim lock timeout": store.Statements().ClaimLockTimeoutSQL, "claim tenant lock": store.Statements().ClaimTenantLockSQL, "claim pick": store.Statements().ClaimPickSQL, "claim lease": store.Statements().ClaimLeaseSQL,
 		"lock holders": store.Statements().LockHoldersSQL, "session mark": store.Statements().SessionMarkSQL, "backend pid": store.Statements().BackendPIDSQL,
 		"session read": store.Statements().SessionReadSQL, "sign out": store.Statements().SignOutSQL, "forget sign-outs": store.Statements().ForgetSignOutsSQL,
 		"signed out": store.Statements().SignedOutSQL,
