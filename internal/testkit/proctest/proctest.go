@@ -152,15 +152,27 @@ func Start(t testing.TB, opts Options) *Server {
 	s.start()
 	t.Cleanup(func() {
 		s.Kill()
-		if t.Failed() {
+		if !s.raced() && t.Failed() {
 			t.Logf("tokend %s logs:\n%s", s.addr, s.Logs())
 		}
 	})
 	return s
 }
 
+// raced fails the test, with the process's logs, when they hold a report of
+// the race detector (a -race build, see BinaryWithTags), and says whether.
+func (s *Server) raced() bool {
+	logs := s.Logs()
+	if !strings.Contains(logs, "WARNING: DATA RACE") {
+		return false
+	}
+	s.t.Errorf("tokend %s: the race detector reported a data race; its logs:\n%s", s.addr, logs)
+	return true
+}
+
 func (s *Server) start() {
 	s.t.Helper()
+	s.raced() // a Restart replaces the logs of the process before
 	cmd := exec.Command(BinaryWithTags(s.t, s.opts.BuildTags), "serve")
 	redisURL := s.opts.RedisURL
 	if redisURL == "" {
