@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"github.com/tokend/tokend/internal/testkit/browsertest"
 	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"io"
 	"net/http"
@@ -37,7 +38,9 @@ const (
 
 func TestMain(m *testing.M) {
 	gin.SetMode(gin.TestMode)
-	os.Exit(m.Run())
+	code := m.Run()
+	browsertest.Close()
+	os.Exit(code)
 }
 
 // server is the demo app and the console on a database of their own.

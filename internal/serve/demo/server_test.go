@@ -11,6 +11,7 @@ import (
 
 	"github.com/tokend/tokend/example/ledger"
 	"github.com/tokend/tokend/internal/serve/demo"
+	"github.com/tokend/tokend/internal/testkit/browsertest"
 	"github.com/tokend/tokend/internal/testkit/ledgertest"
 	"github.com/tokend/tokend/internal/testkit/tokentest"
 	"github.com/tokend/tokend/token"
@@ -20,7 +21,9 @@ const secretKey = "test-server-key-0123456789abcdef0123456789"
 
 func TestMain(m *testing.M) {
 	gin.SetMode(gin.TestMode)
-	os.Exit(m.Run())
+	code := m.Run()
+	browsertest.Close()
+	os.Exit(code)
 }
 
 // server is the demo app on a database of its own, served over HTTP.

@@ -1,7 +1,11 @@
 // Package browsertest drives a headless Chromium for the browser tests of the
 // demo app and the operator console.
 //
-// Every test gets a browser of its own, with a fresh profile. When a test
+// Every test gets a browser context of its own (cookies, storage and cache
+// of its own, as in a fresh profile), in the one Chromium a test binary
+// starts at its first browser test: starting one per test, several at once
+// on a small machine, was most of what a browser test took. A package's
+// TestMain calls Close after its tests. When a test
 // fails, a screenshot of each of its tabs is saved under artifacts/browser/
 // at the repository root; with TOKEND_TEST_SCREENSHOTS=1, the pages a test
 // names with Tab.Shot are saved there too. Tab.Keep saves one always.
@@ -19,6 +23,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,7 +38,7 @@ const DefaultExecPath = "/usr/bin/chromium"
 // element.
 const Timeout = 30 * time.Second
 
-// Browser is one test's Chromium.
+// Browser is one test's browser context in the shared Chromium.
 type Browser struct {
 	t    *testing.T
 	root context.Context // the first tab's context; its cancellation ends the browser
@@ -47,17 +52,73 @@ type Tab struct {
 	ctx  context.Context
 }
 
-// New starts a browser for t, closed when t ends.
+// shared is the test binary's Chromium, started by the first New.
+var shared struct {
+	once   sync.Once
+	mu     sync.Mutex
+	root   context.Context // the browser's first tab; a browser context per test hangs off it
+	cancel func()
+	dir    string // its user data directory
+	err    error
+}
+
+// New opens a browser context for t in the test binary's Chromium, started
+// on the first call; the context and its tabs are closed when t ends.
 func New(t *testing.T) *Browser {
 	t.Helper()
+	shared.once.Do(start)
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	shared.mu.Lock()
+	parent := shared.root
+	shared.mu.Unlock()
+	if parent == nil {
+		t.Fatal("browsertest: the browser was closed (browsertest.Close)")
+	}
+	// Not t.Context(): it ends before the cleanups run, and the failure
+	// screenshots need the tabs.
+	root, cancel := chromedp.NewContext(parent, chromedp.WithNewBrowserContext())
+	b := &Browser{t: t, root: root}
+	t.Cleanup(cancel)
+	t.Cleanup(b.saveOnFailure)
+	if err := chromedp.Do(root); err != nil {
+		t.Fatalf("browsertest: open a browser context: %v", err)
+	}
+	return b
+}
+
+// Close ends the test binary's Chromium, if one started, and deletes its
+// profile. TestMain calls it after m.Run.
+func Close() {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.cancel != nil {
+		shared.cancel()
+		shared.cancel, shared.root = nil, nil
+	}
+	if shared.dir != "" {
+		_ = os.RemoveAll(shared.dir)
+		shared.dir = ""
+	}
+}
+
+// start starts the shared Chromium.
+func start() {
 	path := os.Getenv("TOKEND_TEST_CHROMIUM")
 	if path == "" {
 		path = DefaultExecPath
 	}
 	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("browsertest: no Chromium at %s (%v). Install it with\n"+
+		shared.err = fmt.Errorf("browsertest: no Chromium at %s (%v). Install it with\n"+
 			"\tapt-get update && apt-get install -y chromium\n"+
-			"or set TOKEND_TEST_CHROMIUM to a Chromium binary; scripts/test installs it.", path, err)
+			"or set TOKEND_TEST_CHROMIUM to a Chromium binary; scripts/test installs it", path, err)
+		return
+	}
+	dir, err := os.MkdirTemp("", "tokend-browsertest-")
+	if err != nil {
+		shared.err = fmt.Errorf("browsertest: %v", err)
+		return
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
@@ -72,23 +133,25 @@ func New(t *testing.T) *Browser {
 		// Back restores from the HTTP cache: the same rendering too, and the
 		// path a browser takes when the page cannot be kept.
 		chromedp.Flag("disable-features", "Translate,BlinkGenPropertyTrees,BackForwardCache"),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(dir),
 		chromedp.WindowSize(1000, 760),
 	)
-	// Not t.Context(): it ends before the cleanups run, and the failure
-	// screenshots need the browser.
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	root, cancel := chromedp.NewContext(alloc)
-	b := &Browser{t: t, root: root}
-	t.Cleanup(func() {
+	if err := chromedp.Do(root); err != nil {
 		cancel()
 		cancelAlloc()
-	})
-	t.Cleanup(b.saveOnFailure)
-	if err := chromedp.Do(root); err != nil {
-		t.Fatalf("browsertest: start %s: %v", path, err)
+		_ = os.RemoveAll(dir)
+		shared.err = fmt.Errorf("browsertest: start %s: %v", path, err)
+		return
 	}
-	return b
+	shared.mu.Lock()
+	shared.root, shared.dir = root, dir
+	shared.cancel = func() {
+		cancel()
+		cancelAlloc()
+	}
+	shared.mu.Unlock()
 }
 
 // Tab returns a tab called name: the browser's first tab on the first call,

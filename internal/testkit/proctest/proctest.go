@@ -45,9 +45,10 @@ func Binary(t testing.TB) string {
 
 // BinaryWithTags is Binary for a build with tags, a comma-separated list as
 // `go build -tags` takes it ("" is the plain build). Each list is built once
-// per test binary. The plain build is $TOKEND_TEST_TOKEND_BIN when set:
-// scripts/test builds cmd/tokend once for every test process, which would
-// otherwise each compile it at the same time.
+// per test binary, with -race when the test binary has it (race.go). The
+// plain build is $TOKEND_TEST_TOKEND_BIN when set: scripts/test builds
+// cmd/tokend once for every test process, which would otherwise each compile
+// it at the same time.
 func BinaryWithTags(t testing.TB, tags string) string {
 	t.Helper()
 	if bin := os.Getenv("TOKEND_TEST_TOKEND_BIN"); tags == "" && bin != "" {
@@ -74,6 +75,9 @@ func BinaryWithTags(t testing.TB, tags string) string {
 	b.once.Do(func() {
 		dir := buildDir
 		args := []string{"build"}
+		if raceBuild {
+			args = append(args, "-race")
+		}
 		if tags != "" {
 			dir = filepath.Join(buildDir, "tags-"+strings.ReplaceAll(tags, ",", "-"))
 			args = append(args, "-tags", tags)
@@ -84,7 +88,7 @@ func BinaryWithTags(t testing.TB, tags string) string {
 		args = append(args, "-o", dir, "github.com/tokend/tokend/cmd/tokend")
 		out, err := exec.Command("go", args...).CombinedOutput()
 		if err != nil {
-			b.err = fmt.Errorf("go build -tags %q cmd/tokend: %v\n%s", tags, err, out)
+			b.err = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 			return
 		}
 		b.path = filepath.Join(dir, "tokend")
@@ -148,15 +152,27 @@ func Start(t testing.TB, opts Options) *Server {
 	s.start()
 	t.Cleanup(func() {
 		s.Kill()
-		if t.Failed() {
+		if !s.raced() && t.Failed() {
 			t.Logf("tokend %s logs:\n%s", s.addr, s.Logs())
 		}
 	})
 	return s
 }
 
+// raced fails the test, with the process's logs, when they hold a report of
+// the race detector (a -race build, see BinaryWithTags), and says whether.
+func (s *Server) raced() bool {
+	logs := s.Logs()
+	if !strings.Contains(logs, "WARNING: DATA RACE") {
+		return false
+	}
+	s.t.Errorf("tokend %s: the race detector reported a data race; its logs:\n%s", s.addr, logs)
+	return true
+}
+
 func (s *Server) start() {
 	s.t.Helper()
+	s.raced() // a Restart replaces the logs of the process before
 	cmd := exec.Command(BinaryWithTags(s.t, s.opts.BuildTags), "serve")
 	redisURL := s.opts.RedisURL
 	if redisURL == "" {

@@ -1,0 +1,38 @@
+package proctest
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// errorsTB is a testing.TB that keeps what Errorf is told.
+type errorsTB struct {
+	testing.TB
+	errors []string
+}
+
+func (e *errorsTB) Errorf(format string, args ...any) {
+	e.errors = append(e.errors, fmt.Sprintf(format, args...))
+}
+
+// TestRaceReportFailsTheTest: a tokend process whose logs hold a race
+// detector's report fails the test that ran it, and the failure carries the
+// logs; logs without one do not.
+func TestRaceReportFailsTheTest(t *testing.T) {
+	report := "==================\nWARNING: DATA RACE\nWrite at 0x00c000123 by goroutine 7:\n"
+	for _, c := range []struct {
+		logs string
+		want bool
+	}{{"listening on 127.0.0.1:1234\n" + report, true}, {"listening on 127.0.0.1:1234\n", false}} {
+		tb := &errorsTB{TB: t}
+		s := &Server{t: tb, addr: "127.0.0.1:1234", logs: bytes.NewBufferString(c.logs)}
+		if got := s.raced(); got != c.want || (len(tb.errors) == 1) != c.want {
+			t.Errorf("logs %q: raced = %v with errors %q, want %v", c.logs, got, tb.errors, c.want)
+		}
+		if c.want && len(tb.errors) == 1 && !strings.Contains(tb.errors[0], "Write at 0x00c000123") {
+			t.Errorf("the failure does not carry the logs: %q", tb.errors[0])
+		}
+	}
+}
