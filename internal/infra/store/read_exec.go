@@ -39,7 +39,7 @@ func scanRecord(row pgx.Row, extra ...any) (token.Record, error) {
 
 // GetToken reads tenant's token id (getSQL), or token.ErrNotFound. A
 // token that reads expired while stored issued has its expiry recorded
-// first (ExpireRead), and is read again.
+// first (expireAndReread), and is read again.
 func GetToken(ctx context.Context, q db.DBTX, tenant, id string) (token.Record, error) {
 	r, expiring, err := scanRead(q.QueryRow(ctx, getSQL, tenant, id))
 	if err := db.RowError(err, token.ErrNotFound, "inspect: get"); err != nil {
