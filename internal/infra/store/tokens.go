@@ -234,14 +234,22 @@ SELECT DISTINCT tenant_id FROM tokens WHERE state = 'issued' AND expires_at <= n
     LIMIT $1
     FOR UPDATE SKIP LOCKED
 )`},
-	Change: `
+	Change: expireChange,
+	Event:  expireEvent("$2"),
+	Result: `SELECT count(*) FROM u`,
+})
+
+// expireChange expires the tokens of the CTE due, for SweepExpire and
+// expireReadSQL alike; expireEvent is its event, by actor.
+const expireChange = `
     UPDATE tokens t SET state = 'expired', finished_at = t.expires_at
     FROM due
     WHERE t.tenant_id = due.tenant_id AND t.id = due.id
-    RETURNING t.tenant_id, t.id, t.operation, t.subject, t.generation`,
-	Event:  Event{Actor: "$2", Kind: "'expire'", From: "'issued'", To: "'expired'"},
-	Result: `SELECT count(*) FROM u`,
-})
+    RETURNING t.tenant_id, t.id, t.operation, t.subject, t.generation`
+
+func expireEvent(actor string) Event {
+	return Event{Actor: actor, Kind: "'expire'", From: "'issued'", To: "'expired'"}
+}
 
 // expireReadSQL records, as SweepExpire does, the expiry of tenant $1's
 // tokens $2 that a read found issued past their expiry (expiringExpr);
@@ -265,12 +273,8 @@ func expireRead(bound string) string {
     ORDER BY id
     FOR UPDATE
 )`},
-		Change: `
-    UPDATE tokens t SET state = 'expired', finished_at = t.expires_at
-    FROM due
-    WHERE t.tenant_id = due.tenant_id AND t.id = due.id
-    RETURNING t.tenant_id, t.id, t.operation, t.subject, t.generation`,
-		Event:  Event{Actor: "$3", Kind: "'expire'", From: "'issued'", To: "'expired'"},
+		Change: expireChange,
+		Event:  expireEvent("$3"),
 		Result: `SELECT count(*) FROM u`,
 	}.SQL()
 }
