@@ -18,7 +18,7 @@ RUN go mod download
 COPY . .
 ARG VERSION=
 # CGO off: a static binary that needs no libc from the runtime image.
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" \
+RUN CGO_ENABLED=0 go build -trimpath -tags nomsgpack -ldflags "-s -w -X main.version=${VERSION}" \
         -o /out/ ./cmd/tokend ./cmd/tokenctl
 
 FROM gcr.io/distroless/static-debian12:nonroot
