@@ -215,7 +215,9 @@ func buildRelease(t *testing.T, commit string) string {
 		t.Fatalf("git archive %s: %v\n%s", commit, err, out)
 	}
 	tmp := filepath.Join(src, "tokend-built")
-	build := exec.Command("go", "build", "-o", tmp, "./cmd/tokend")
+	// The test binary's flags: its compiled dependencies serve this build
+	// too, where a plain one compiled every one of them again.
+	build := exec.Command("go", append(append([]string{"build"}, proctest.BuildFlags("")...), "-o", tmp, "./cmd/tokend")...)
 	build.Dir = src
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the previous release %s: %v\n%s", commit, err, out)

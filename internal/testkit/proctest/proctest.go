@@ -45,7 +45,7 @@ func Binary(t testing.TB) string {
 
 // BinaryWithTags is Binary for a build with tags, a comma-separated list as
 // `go build -tags` takes it ("" is the plain build). Each list is built once
-// per test binary, with -race when the test binary has it (race.go). The
+// per test binary, with the test binary's own flags (BuildFlags). The
 // plain build is $TOKEND_TEST_TOKEND_BIN when set: scripts/test builds
 // cmd/tokend once for every test process, which would otherwise each compile
 // it at the same time.
@@ -74,17 +74,13 @@ func BinaryWithTags(t testing.TB, tags string) string {
 	buildsMu.Unlock()
 	b.once.Do(func() {
 		dir := buildDir
-		args := []string{"build"}
-		if raceBuild {
-			args = append(args, "-race")
-		}
 		if tags != "" {
 			dir = filepath.Join(buildDir, "tags-"+strings.ReplaceAll(tags, ",", "-"))
-			args = append(args, "-tags", tags)
 			if b.err = os.MkdirAll(dir, 0o755); b.err != nil {
 				return
 			}
 		}
+		args := append([]string{"build"}, BuildFlags(tags)...)
 		args = append(args, "-o", dir, "github.com/tokend/tokend/cmd/tokend")
 		out, err := exec.Command("go", args...).CombinedOutput()
 		if err != nil {
@@ -97,6 +93,30 @@ func BinaryWithTags(t testing.TB, tags string) string {
 		t.Fatal(b.err)
 	}
 	return b.path
+}
+
+// ownTags is the build tags of the test binary that a build of a command
+// must keep to share its compiled packages (nomsgpack.go).
+var ownTags []string
+
+// BuildFlags is the `go build` flags for a command that a test runs as a
+// process: -race when the test binary has it, and the test binary's tags
+// (ownTags) with extra's, a comma-separated list. With them the build reuses
+// the test build's compiled packages; without, it compiles every dependency
+// again (the standard library too, for a build without -race).
+func BuildFlags(extra string) []string {
+	var flags []string
+	if raceBuild {
+		flags = append(flags, "-race")
+	}
+	tags := append([]string(nil), ownTags...)
+	if extra != "" {
+		tags = append(tags, strings.Split(extra, ",")...)
+	}
+	if len(tags) > 0 {
+		flags = append(flags, "-tags", strings.Join(tags, ","))
+	}
+	return flags
 }
 
 // buildPrefix names build directories; the suffix is the building test

@@ -3,6 +3,8 @@ package proctest
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -33,6 +35,26 @@ func TestRaceReportFailsTheTest(t *testing.T) {
 		}
 		if c.want && len(tb.errors) == 1 && !strings.Contains(tb.errors[0], "Write at 0x00c000123") {
 			t.Errorf("the failure does not carry the logs: %q", tb.errors[0])
+		}
+	}
+}
+
+// TestBuildFlagsKeepTheTestBinarysOwn: a command built for a test has the
+// test binary's -race and tags, so the build reuses its compiled packages;
+// scripts/test's GOFLAGS tag (nomsgpack) is among them.
+func TestBuildFlagsKeepTheTestBinarysOwn(t *testing.T) {
+	if strings.Contains(os.Getenv("GOFLAGS"), "nomsgpack") && !slices.Contains(ownTags, "nomsgpack") {
+		t.Errorf("GOFLAGS=%q, but the builds for tests would not keep nomsgpack (ownTags %q)", os.Getenv("GOFLAGS"), ownTags)
+	}
+	for _, extra := range []string{"", "tokend_faketime", "a,b"} {
+		flags := strings.Join(BuildFlags(extra), " ")
+		if got := strings.Contains(flags, "-race"); got != raceBuild {
+			t.Errorf("BuildFlags(%q) = %q: -race %v, the test binary's %v", extra, flags, got, raceBuild)
+		}
+		for _, tag := range append(slices.Clone(ownTags), strings.Split(extra, ",")...) {
+			if tag != "" && !strings.Contains(flags, tag) {
+				t.Errorf("BuildFlags(%q) = %q: no tag %s", extra, flags, tag)
+			}
 		}
 	}
 }
