@@ -82,6 +82,43 @@ func CheckPayload(b []byte) error {
 	return err
 }
 
+// CheckPayloadRead is CheckPayload for b that this package's Unmarshal has
+// just read as one JSON value (the argument of a json.Unmarshaler's
+// UnmarshalJSON during Unmarshal): the decoder refused malformed JSON,
+// duplicate names, invalid UTF-8 and lone surrogates already, so only the
+// numbers are left to check, and they are found without parsing b again.
+// A refusal is CheckPayload's own, word for word. On b that no such decoder
+// read, it is not a check: use CheckPayload.
+func CheckPayloadRead(b []byte) error {
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			// A string: a name or a value, skipped to its closing quote.
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++ // the escaped byte, which may be a quote
+				}
+			}
+		case c == '-' || '0' <= c && c <= '9':
+			j := i + 1
+			for j < len(b) && numberByte(b[j]) {
+				j++
+			}
+			if inexact(string(b[i:j])) != "" {
+				// CheckPayload finds it too, and names where it is.
+				return CheckPayload(b)
+			}
+			i = j - 1
+		}
+	}
+	return nil
+}
+
+// numberByte reports whether c may continue a JSON number literal.
+func numberByte(c byte) bool {
+	return '0' <= c && c <= '9' || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-'
+}
+
 // CheckPayloadFor is CheckPayload that also reports whether b has a member
 // at any of paths, each a list of member names from the root ("meta",
 // "trace_id" for meta.trace_id), so that a digest leaving those members out
