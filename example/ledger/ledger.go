@@ -70,8 +70,9 @@ func ParsePayload(b []byte) (Payload, error) {
 }
 
 // UnmarshalJSON is ParsePayload after consume.CheckPayload, which
-// consume.Func has already run; it makes Payload read itself, with the
-// ledger's own rules, when consume.Func decodes a payload into one.
+// consume.Func has already run (or the payload digest's stricter check, on
+// a spend or an issue bound to the payload); it makes Payload read itself,
+// with the ledger's own rules, when consume.Func decodes a payload into one.
 func (p *Payload) UnmarshalJSON(b []byte) error {
 	v, err := parseChecked(b)
 	if err != nil {
