@@ -42,7 +42,14 @@ type funcHandler[T any] func(ctx context.Context, tx pgx.Tx, c Call, in T) (Outc
 
 // Execute decodes the payload and calls h.
 func (h funcHandler[T]) Execute(ctx context.Context, tx pgx.Tx, c Call) (Outcome, error) {
-	in, err := decodeInput[T](c.Payload)
+	return h.execute(ctx, tx, c, false)
+}
+
+// execute is Execute; checked says the payload passed CheckPayload already
+// (the spend's digest reads it the same way, and more strictly), so
+// decoding it need not check it again.
+func (h funcHandler[T]) execute(ctx context.Context, tx pgx.Tx, c Call, checked bool) (Outcome, error) {
+	in, err := decodeInput[T](c.Payload, checked)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -51,13 +58,27 @@ func (h funcHandler[T]) Execute(ctx context.Context, tx pgx.Tx, c Call) (Outcome
 
 // Validate refuses what Execute would refuse before it ran h.
 func (h funcHandler[T]) Validate(payload []byte) error {
-	_, err := decodeInput[T](payload)
+	_, err := decodeInput[T](payload, false)
 	return err
 }
 
-func decodeInput[T any](payload []byte) (T, error) {
+// validateChecked is Validate for a payload CheckPayload accepted.
+func (h funcHandler[T]) validateChecked(payload []byte) error {
+	_, err := decodeInput[T](payload, true)
+	return err
+}
+
+// checkedHandler is a Handler that can skip the JSON check of a payload the
+// spend or the issue has already checked: the payload digest's reading
+// (jsonread.CheckPayload) refuses all that CheckPayload refuses.
+type checkedHandler interface {
+	execute(ctx context.Context, tx pgx.Tx, c Call, checked bool) (Outcome, error)
+	validateChecked(payload []byte) error
+}
+
+func decodeInput[T any](payload []byte, checked bool) (T, error) {
 	var in T
-	if err := DecodePayload(payload, &in); err != nil {
+	if err := decodePayload(payload, &in, checked); err != nil {
 		return in, err
 	}
 	var v any = &in
@@ -92,8 +113,15 @@ func CheckPayload(payload []byte) error {
 // A v with an UnmarshalJSON method reads the payload itself, after
 // CheckPayload; its error is returned as a *PayloadError (as is, if it is one).
 func DecodePayload(payload []byte, v any) error {
-	if err := CheckPayload(payload); err != nil {
-		return err
+	return decodePayload(payload, v, false)
+}
+
+// decodePayload is DecodePayload, without CheckPayload when checked.
+func decodePayload(payload []byte, v any, checked bool) error {
+	if !checked {
+		if err := CheckPayload(payload); err != nil {
+			return err
+		}
 	}
 	if u, ok := v.(json.Unmarshaler); ok {
 		if err := u.UnmarshalJSON(payload); err != nil {

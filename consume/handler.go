@@ -198,6 +198,24 @@ func (r *Registry) Validate(operation string, payload []byte) error {
 	return nil
 }
 
+// ValidateChecked is Validate for a payload that token.Digest (or
+// jsonread.CheckPayload) has just accepted: a handler made by Func reads it
+// without checking it a second time. Validate is the call for any other
+// payload.
+func (r *Registry) ValidateChecked(operation string, payload []byte) error {
+	h, ok := r.Lookup(operation)
+	if !ok {
+		return nil
+	}
+	if c, ok := h.(checkedHandler); ok {
+		return c.validateChecked(payload)
+	}
+	if v, ok := h.(Validator); ok {
+		return v.Validate(payload)
+	}
+	return nil
+}
+
 // Lookup returns the handler of operation.
 func (r *Registry) Lookup(operation string) (Handler, bool) {
 	r.mu.RLock()

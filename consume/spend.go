@@ -266,7 +266,16 @@ func (s *Spender) execute(ctx context.Context, tx pgx.Tx, req Request, t *locked
 	if !ok {
 		return Response{}, tokend.Refuse(ErrNoHandler, "%q", t.operation)
 	}
-	out, err := h.Execute(ctx, tx, Call{Tenant: req.Tenant, TokenID: t.id, Operation: t.operation, Subject: t.subject, Payload: req.Payload})
+	call := Call{Tenant: req.Tenant, TokenID: t.id, Operation: t.operation, Subject: t.subject, Payload: req.Payload}
+	var out Outcome
+	var err error
+	if c, ok := h.(checkedHandler); ok && t.digest != nil {
+		// spendLocked compared the payload's digest, which read it with
+		// CheckPayload: the handler need not check it again.
+		out, err = c.execute(ctx, tx, call, true)
+	} else {
+		out, err = h.Execute(ctx, tx, call)
+	}
 	if err != nil {
 		return Response{}, fmt.Errorf("consume: %s: %w", t.operation, err)
 	}

@@ -123,6 +123,13 @@ type Handlers interface {
 	Validate(operation string, payload []byte) error
 }
 
+// checkedValidator is Handlers that can validate a payload the payload
+// digest has just read (with jsonread.CheckPayload) without checking it
+// again: *consume.Registry is one.
+type checkedValidator interface {
+	ValidateChecked(operation string, payload []byte) error
+}
+
 // Option configures an Issuer.
 type Option func(*Issuer)
 
@@ -242,7 +249,12 @@ func (is *Issuer) prepare(ctx context.Context, q db.DBTX, req Request) (*candida
 		return nil, err
 	}
 	if req.Payload != nil && p.Mode == operation.Atomic && is.handlers != nil {
-		if err := is.handlers.Validate(req.Operation, req.Payload); err != nil {
+		validate := is.handlers.Validate
+		if cv, ok := is.handlers.(checkedValidator); ok {
+			// fingerprint's digest read the payload with CheckPayload.
+			validate = cv.ValidateChecked
+		}
+		if err := validate(req.Operation, req.Payload); err != nil {
 			return nil, tokend.InvalidWith(ErrInvalidRequest, "", err)
 		}
 	}

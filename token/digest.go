@@ -38,14 +38,25 @@ func Digest(payload []byte, ignored []string) ([]byte, error) {
 // ways, so that two payloads with one canonical form spell the same names,
 // strings and decimal numbers: a handler reading either reads the same.
 func Canonical(payload []byte, ignored []string) ([]byte, error) {
-	if err := jsonread.CheckPayload(payload); err != nil {
+	var paths [][]string
+	if len(ignored) > 0 {
+		paths = make([][]string, len(ignored))
+		for i, f := range ignored {
+			paths[i] = strings.Split(f, ".")
+		}
+	}
+	// One reading checks the payload and finds whether it has an ignored
+	// member at all: most payloads have none, and then the canonical form
+	// is the digest's without a second reading to remove nothing.
+	found, err := jsonread.CheckPayloadFor(payload, paths)
+	if err != nil {
 		return nil, tokend.InvalidWith(ErrInvalidPayload, "", err)
 	}
 	canon, err := jcs.Transform(payload)
 	if err != nil {
 		return nil, tokend.Invalid(ErrInvalidPayload, "", err.Error())
 	}
-	if len(ignored) == 0 || len(canon) == 0 || canon[0] != '{' {
+	if !found || len(canon) == 0 || canon[0] != '{' {
 		return canon, nil
 	}
 	// Every number in canon is exactly a double (CheckPayload), so reading
@@ -55,8 +66,8 @@ func Canonical(payload []byte, ignored []string) ([]byte, error) {
 		return nil, tokend.InvalidWith(ErrInvalidPayload, "", err)
 	}
 	removed := false
-	for _, f := range ignored {
-		removed = removePath(doc, strings.Split(f, ".")) || removed
+	for _, p := range paths {
+		removed = removePath(doc, p) || removed
 	}
 	if !removed {
 		return canon, nil

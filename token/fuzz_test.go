@@ -9,6 +9,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/gowebpki/jcs"
+
+	"github.com/tokend/tokend/internal/infra/jsonread"
 )
 
 // FuzzDigest checks that the digest depends on the JSON value only: any
@@ -29,6 +34,9 @@ func FuzzDigest(f *testing.F) {
 	f.Add([]byte("{\"s\":\"\xff\"}"), "")
 	// Accepted: case variants are two members; -0 is zero.
 	f.Add([]byte(`{"amount":1,"Amount":2,"n":-0}`), "Amount")
+	// Where a pointer reads like an ignored path: an index, escapes.
+	f.Add([]byte(`{"a":[{"b":1}],"c":{"0":2}}`), "a.0,c.0")
+	f.Add([]byte(`{"x~y":{"p/q":1},"z":[1]}`), "x~y.p/q,z")
 	f.Fuzz(func(t *testing.T, payload []byte, ignoredList string) {
 		var ignored []string
 		if ignoredList != "" {
@@ -47,6 +55,12 @@ func FuzzDigest(f *testing.F) {
 		}
 		if sum := sha256.Sum256(canon); !bytes.Equal(digest, sum[:]) {
 			t.Fatalf("Digest is not SHA-256 of Canonical for %q", payload)
+		}
+
+		// The reading that finds no ignored member must give what reading
+		// the canonical form again and removing found nothing gave.
+		if slow, err := canonicalByRemoval(payload, ignored); err != nil || !bytes.Equal(slow, canon) {
+			t.Fatalf("Canonical(%q, %q) = %s; removal on every object gives %s (%v)", payload, ignored, canon, slow, err)
 		}
 
 		again, err := Canonical(canon, ignored)
@@ -189,4 +203,33 @@ func FuzzValidID(f *testing.F) {
 			t.Fatalf("ValidID(%q) = %v, want %v", in, got, want)
 		}
 	})
+}
+
+// canonicalByRemoval is Canonical as it was before it looked for ignored
+// members while checking: every object with ignored fields is read again
+// and the fields removed from it.
+func canonicalByRemoval(payload []byte, ignored []string) ([]byte, error) {
+	if err := jsonread.CheckPayload(payload); err != nil {
+		return nil, err
+	}
+	canon, err := jcs.Transform(payload)
+	if err != nil || len(ignored) == 0 || len(canon) == 0 || canon[0] != '{' {
+		return canon, err
+	}
+	var doc map[string]any
+	if err := jsonread.Unmarshal(canon, &doc); err != nil {
+		return nil, err
+	}
+	removed := false
+	for _, f := range ignored {
+		removed = removePath(doc, strings.Split(f, ".")) || removed
+	}
+	if !removed {
+		return canon, nil
+	}
+	b, err := jsonv2.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	return jcs.Transform(b)
 }

@@ -12,15 +12,13 @@ package ledger
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
+	"io"
 	"net/http"
-	"regexp"
-	"slices"
 	"strconv"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tokend/tokend/consume"
@@ -40,8 +38,6 @@ const (
 	MaxAmount  = 1_000_000_000_000
 	MaxBalance = 1_000_000_000_000_000
 )
-
-var accountRE = regexp.MustCompile(`^[A-Za-z0-9_.:@-]{1,64}$`)
 
 // Payload is the business input of both operations.
 type Payload struct {
@@ -74,8 +70,9 @@ func ParsePayload(b []byte) (Payload, error) {
 }
 
 // UnmarshalJSON is ParsePayload after consume.CheckPayload, which
-// consume.Func has already run; it makes Payload read itself, with the
-// ledger's own rules, when consume.Func decodes a payload into one.
+// consume.Func has already run (or the payload digest's stricter check, on
+// a spend or an issue bound to the payload); it makes Payload read itself,
+// with the ledger's own rules, when consume.Func decodes a payload into one.
 func (p *Payload) UnmarshalJSON(b []byte) error {
 	v, err := parseChecked(b)
 	if err != nil {
@@ -86,43 +83,69 @@ func (p *Payload) UnmarshalJSON(b []byte) error {
 }
 
 // parseChecked is ParsePayload on a payload consume.CheckPayload accepted.
+// Of several fields at fault, the one whose name sorts first is named.
 func parseChecked(b []byte) (Payload, error) {
-	fields, err := decodeObject(b)
-	if err != nil {
-		return Payload{}, err
-	}
 	// The one reading the payload digest also has (consume.CheckPayload):
 	// "Amount" is not "amount", and a member given twice is refused.
-	var p Payload
-	for _, name := range slices.Sorted(maps.Keys(fields)) {
-		raw := fields[name]
+	var (
+		p                   Payload
+		fault               *consume.PayloadError
+		hasAccount, hasAmnt bool
+	)
+	err := eachMember(b, func(name string, raw jsontext.Value) {
+		if fault != nil && fault.Field < name {
+			return // an earlier name is at fault already
+		}
+		var pe *consume.PayloadError
 		switch name {
 		case "account":
-			if json.Unmarshal(raw, &p.Account) != nil || !accountRE.MatchString(p.Account) {
-				return Payload{}, &consume.PayloadError{Field: "account", Rule: ruleAccount}
+			hasAccount = true
+			if s, ok := stringValue(raw); ok && ValidAccount(s) {
+				p.Account = s
+			} else {
+				pe = &consume.PayloadError{Field: "account", Rule: ruleAccount}
 			}
 		case "amount":
+			hasAmnt = true
 			// An integer in JSON's own notation: no fraction, no exponent.
 			n, err := strconv.ParseInt(string(raw), 10, 64)
 			if err != nil || n <= 0 || n > MaxAmount {
-				return Payload{}, &consume.PayloadError{Field: "amount", Rule: ruleAmount}
+				pe = &consume.PayloadError{Field: "amount", Rule: ruleAmount}
 			}
 			p.Amount = n
 		case "trace_id":
-			if json.Unmarshal(raw, &p.TraceID) != nil {
-				return Payload{}, &consume.PayloadError{Field: "trace_id", Rule: "must be a string"}
+			if s, ok := stringValue(raw); ok {
+				p.TraceID = s
+			} else if raw.Kind() != 'n' { // null reads as no trace id
+				pe = &consume.PayloadError{Field: "trace_id", Rule: "must be a string"}
 			}
 		default:
-			return Payload{}, &consume.PayloadError{Field: name, Rule: "is not a field of this operation (account, amount, trace_id)"}
+			pe = &consume.PayloadError{Field: name, Rule: "is not a field of this operation (account, amount, trace_id)"}
 		}
-	}
+		if pe != nil {
+			fault = pe
+		}
+	})
 	switch {
-	case fields["account"] == nil:
+	case err != nil:
+		return Payload{}, err
+	case fault != nil:
+		return Payload{}, fault
+	case !hasAccount:
 		return Payload{}, &consume.PayloadError{Field: "account", Rule: "is required; it " + ruleAccount}
-	case fields["amount"] == nil:
+	case !hasAmnt:
 		return Payload{}, &consume.PayloadError{Field: "amount", Rule: "is required; it " + ruleAmount}
 	}
 	return p, nil
+}
+
+// stringValue is the text of raw when it is a JSON string.
+func stringValue(raw jsontext.Value) (string, bool) {
+	if raw.Kind() != '"' {
+		return "", false
+	}
+	s, err := jsontext.AppendUnquote(nil, raw)
+	return string(s), err == nil
 }
 
 var (
@@ -130,17 +153,36 @@ var (
 	ruleAmount  = "must be an integer from 1 to " + strconv.FormatInt(MaxAmount, 10)
 )
 
-// decodeObject splits a JSON object, one consume.CheckPayload accepted,
-// into its members, each left raw. It is the ledger's one JSON decoding
-// step. The check refused what a map would silently read one way (a member
-// given twice, invalid UTF-8), so the map keys are exact.
-func decodeObject(b []byte) (map[string]json.RawMessage, error) {
-	var fields map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&fields); err != nil || fields == nil || dec.More() {
-		return nil, &consume.PayloadError{Rule: "must be a JSON object {account, amount}"}
+var errNotObject = &consume.PayloadError{Rule: "must be a JSON object {account, amount}"}
+
+// eachMember calls fn with each member of the JSON object b, one
+// consume.CheckPayload accepted, its value left raw. It is the ledger's
+// one JSON decoding step. The check refused what could be read two ways (a
+// member given twice, invalid UTF-8), so the names are exact.
+func eachMember(b []byte, fn func(name string, raw jsontext.Value)) error {
+	dec := jsontext.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return errNotObject
 	}
-	return fields, nil
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return errNotObject
+		}
+		name := tok.String() // before the next read voids tok
+		raw, err := dec.ReadValue()
+		if err != nil {
+			return errNotObject
+		}
+		fn(name, raw)
+	}
+	if _, err := dec.ReadToken(); err != nil { // the closing brace
+		return errNotObject
+	}
+	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
+		return errNotObject
+	}
+	return nil
 }
 
 // Register adds the ledger's operations to r as built-ins: every tenant
@@ -217,8 +259,22 @@ func Balance(ctx context.Context, q db.DBTX, tenant, account string) (int64, err
 	return b, nil
 }
 
-// ValidAccount reports whether s is a well-formed account name.
-func ValidAccount(s string) bool { return accountRE.MatchString(s) }
+// ValidAccount reports whether s is a well-formed account name: 1 to 64 of
+// A-Z a-z 0-9 _ . : @ -.
+func ValidAccount(s string) bool {
+	if len(s) < 1 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
+			c == '_', c == '.', c == ':', c == '@', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // creditSQL adds $3 to the balance unless that passes the limit $5, and
 // marks the account with the token $4 whose entry entrySQL then writes; no

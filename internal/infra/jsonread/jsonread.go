@@ -27,6 +27,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -54,12 +56,16 @@ func refuse(ptr string, say func(ptr string) string) *Error {
 // Unmarshal decodes b, exactly one JSON value, into v, which must be a
 // non-nil pointer. A refusal is an *Error.
 func Unmarshal(b []byte, v any) error {
+	reads.Add(1)
 	return translate(json.Unmarshal(b, v, json.RejectUnknownMembers(true)))
 }
 
 // Check reports, as an *Error, why b is not exactly one JSON value that
 // every reader sees the same; nil if it is.
-func Check(b []byte) error { return walk(b, false) }
+func Check(b []byte) error {
+	_, err := walk(b, false, nil)
+	return err
+}
 
 // CheckPayload is Check for a payload a digest binds: it also refuses, as an
 // *Error, any number the RFC 8785 form would change. RFC 8785 reads a number
@@ -71,20 +77,125 @@ func Check(b []byte) error { return walk(b, false) }
 // 9007199254740993 (2^53+1, which a double rounds to 2^53),
 // 0.10000000000000000001, 1e400 and 1e-400 are refused. -0 spells the value
 // zero, which RFC 8785 writes "0", and is accepted as zero.
-func CheckPayload(b []byte) error { return walk(b, true) }
+func CheckPayload(b []byte) error {
+	_, err := walk(b, true, nil)
+	return err
+}
+
+// CheckPayloadRead is CheckPayload for b that this package's Unmarshal has
+// just read as one JSON value (the argument of a json.Unmarshaler's
+// UnmarshalJSON during Unmarshal): the decoder refused malformed JSON,
+// duplicate names, invalid UTF-8 and lone surrogates already, so only the
+// numbers are left to check, and they are found without parsing b again.
+// A refusal is CheckPayload's own, word for word. On b that no such decoder
+// read, it is not a check: use CheckPayload.
+func CheckPayloadRead(b []byte) error {
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			// A string: a name or a value, skipped to its closing quote.
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++ // the escaped byte, which may be a quote
+				}
+			}
+		case c == '-' || '0' <= c && c <= '9':
+			j := i + 1
+			for j < len(b) && numberByte(b[j]) {
+				j++
+			}
+			if inexact(string(b[i:j])) != "" {
+				// CheckPayload finds it too, and names where it is.
+				return CheckPayload(b)
+			}
+			i = j - 1
+		}
+	}
+	return nil
+}
+
+// numberByte reports whether c may continue a JSON number literal.
+func numberByte(c byte) bool {
+	return '0' <= c && c <= '9' || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-'
+}
+
+// CheckPayloadFor is CheckPayload that also reports whether b has a member
+// at any of paths, each a list of member names from the root ("meta",
+// "trace_id" for meta.trace_id), so that a digest leaving those members out
+// need not read b again to find there are none. It may report a member
+// where an array index spells the name (an index 0 for a member "0"): a
+// reader then looks for itself; it never misses one.
+func CheckPayloadFor(b []byte, paths [][]string) (found bool, err error) {
+	var ptrs []string
+	if len(paths) > 0 {
+		ptrs = make([]string, len(paths))
+		for i, p := range paths {
+			var sb strings.Builder
+			for _, name := range p {
+				sb.WriteByte('/')
+				sb.WriteString(pointerEscaper.Replace(name))
+			}
+			ptrs[i] = sb.String()
+		}
+	}
+	return walk(b, true, ptrs)
+}
+
+// pointerEscaper writes a member name as an RFC 6901 reference token.
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
+// reads counts the documents read by walk and Unmarshal (Reads).
+var reads atomic.Int64
+
+// Reads returns how many JSON documents this process has read through this
+// package (Unmarshal, Check, CheckPayload, CheckPayloadFor), for tests that
+// count the readings of a request's payload.
+func Reads() int64 { return reads.Load() }
+
+// walker is a decoder reused across walks: a new one is several allocations
+// and a buffer, more than a small payload's reading costs.
+type walker struct {
+	src bytes.Buffer
+	dec jsontext.Decoder
+}
+
+var walkers = sync.Pool{New: func() any { return new(walker) }}
 
 // walk reads b token by token. The decoder's defaults refuse duplicate
-// names, invalid UTF-8, lone surrogates and anything after the value.
-func walk(b []byte, exact bool) error {
-	dec := jsontext.NewDecoder(bytes.NewReader(b))
+// names, invalid UTF-8, lone surrogates and anything after the value. With
+// ptrs, it reports whether a member name's pointer is one of them.
+func walk(b []byte, exact bool, ptrs []string) (found bool, err error) {
+	reads.Add(1)
+	w := walkers.Get().(*walker)
+	defer func() {
+		// Drop b: the buffer is read in place, and must not be kept.
+		w.src = bytes.Buffer{}
+		w.dec.Reset(&w.src)
+		walkers.Put(w)
+	}()
+	// A bytes.Buffer is read in place, without copying b. Nothing writes to it.
+	w.src = *bytes.NewBuffer(b)
+	dec := &w.dec
+	dec.Reset(&w.src)
 	for {
 		tok, err := dec.ReadToken()
 		if err != nil {
-			return translate(err)
+			return false, translate(err)
 		}
-		if exact && tok.Kind() == '0' {
-			if err := exactNumber(tok.String(), string(dec.StackPointer())); err != nil {
-				return err
+		switch tok.Kind() {
+		case '0':
+			if exact {
+				if err := exactNumber(tok.String(), dec); err != nil {
+					return false, err
+				}
+			}
+		case '"':
+			if len(ptrs) > 0 && !found {
+				// A string read right after an object's opening or one of
+				// its values is a member name.
+				if k, n := dec.StackIndex(dec.StackDepth()); k == '{' && n%2 == 1 {
+					found = slices.Contains(ptrs, string(dec.StackPointer()))
+				}
 			}
 		}
 		if dec.StackDepth() == 0 { // the value is complete
@@ -93,18 +204,19 @@ func walk(b []byte, exact bool) error {
 	}
 	// The decoder reads a stream of values; a document is one.
 	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
-		return refuse("", func(string) string { return "unexpected data after the JSON value" })
+		return false, refuse("", func(string) string { return "unexpected data after the JSON value" })
 	}
-	return nil
+	return found, nil
 }
 
-// exactNumber refuses the number literal lit at ptr if it does not survive a
-// round trip through an IEEE-754 double.
-func exactNumber(lit, ptr string) *Error {
+// exactNumber refuses the number literal lit, the last token dec read, if it
+// does not survive a round trip through an IEEE-754 double.
+func exactNumber(lit string, dec *jsontext.Decoder) *Error {
 	reason := inexact(lit)
 	if reason == "" {
 		return nil
 	}
+	ptr := string(dec.StackPointer())
 	if len(lit) > 40 {
 		lit = lit[:37] + "..."
 	}

@@ -156,3 +156,24 @@ func FuzzCheckPayload(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCheckPayloadRead: on a value a strict decoder accepts (Check),
+// CheckPayloadRead refuses exactly what CheckPayload refuses, in the same
+// words; it scans for numbers where CheckPayload parses.
+func FuzzCheckPayloadRead(f *testing.F) {
+	for _, seed := range []string{
+		`{"account":"a","amount":5}`, `{"n":9007199254740993}`, `[1,2.50,-0,1e400]`, `{"s":"1e400","t":"\"9007199254740993"}`,
+		`{"a\"b":0.10000000000000000001}`, `"\\"`, `-1E+2`, `{"a":[{"b":[1e-400]}]}`, `{"x":"\\\"","y":12345678901234567890}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if Check(b) != nil {
+			return
+		}
+		want, got := CheckPayload(b), CheckPayloadRead(b)
+		if (want == nil) != (got == nil) || want != nil && want.Error() != got.Error() {
+			t.Fatalf("CheckPayloadRead(%s) = %v; CheckPayload says %v", b, got, want)
+		}
+	})
+}

@@ -36,7 +36,7 @@ import (
 // benchConfig returns the configuration of a server for the benchmarks, on
 // a migrated database of its own with the ledger's handlers, and a client
 // key of tenant acme.
-func benchConfig(b *testing.B) (httpapi.Config, string) {
+func benchConfig(b testing.TB) (httpapi.Config, string) {
 	pool := ledgertest.NewPool(b)
 	keyring := tokentest.Keys(b)
 	spender, err := consume.New(consume.Config{Handlers: ledgerHandlers(), Keys: keyring})
@@ -322,7 +322,7 @@ func BenchmarkTracingSpend(b *testing.B) {
 // benchPost returns a function that POSTs body to srv's path with key, as
 // the intent's Idempotency-Key when intentID is set, and fails b unless
 // the status is want.
-func benchPost(b *testing.B, srv http.Handler, key string) func(path, intentID, body string, want int) []byte {
+func benchPost(b testing.TB, srv http.Handler, key string) func(path, intentID, body string, want int) []byte {
 	return func(path, intentID, body string, want int) []byte {
 		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+key)

@@ -83,9 +83,11 @@ func invalidUTF8At(b []byte) int {
 // number the digest would read as another is refused at issue and at spend.
 type Payload []byte
 
-// UnmarshalJSON keeps b once it passes jsonread.CheckPayload.
+// UnmarshalJSON keeps b once it passes jsonread.CheckPayload. Decode's
+// reading (jsonread.Unmarshal) has read b as one strict JSON value before
+// calling it, so only b's numbers are checked (jsonread.CheckPayloadRead).
 func (p *Payload) UnmarshalJSON(b []byte) error {
-	if err := jsonread.CheckPayload(b); err != nil {
+	if err := jsonread.CheckPayloadRead(b); err != nil {
 		return err
 	}
 	*p = append((*p)[:0], b...)
