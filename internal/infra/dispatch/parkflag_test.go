@@ -250,3 +250,42 @@ func TestParkedByThePreviousReleaseResumes(t *testing.T) {
 	}
 	until(t, d, func() bool { return c.effects() == store.ResumeBatch+53 })
 }
+
+// TestLeaseRefusesADisabledEndpoint: a claim's lease of a delivery it
+// picked leases nothing when the endpoint was disabled since the pick.
+// The previous release parked the delivery then, which the lease tested;
+// now the disable writes the endpoint alone, and the lease reads its flag.
+func TestLeaseRefusesADisabledEndpoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, keys, c, ep := hooked(t, false, "")
+	if _, err := dispatch.SetEnabled(ctx, pool, "a", ep.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	writeEvents(t, pool, "a", 1)
+	d := newDispatcher(t, dispatch.Config{Pool: pool, Keys: keys})
+	until(t, d, func() bool {
+		return count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1`, ep.ID) == 1
+	})
+	var pos int64
+	if err := pool.QueryRow(ctx, `SELECT pos FROM webhook_deliveries`).Scan(&pos); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := pool.Query(ctx, dispatch.ClaimLeaseSQL, "a", 30.0, ep.ID, pos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	if rows.Close(); rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+	if n != 0 || count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE leased_until IS NOT NULL OR attempts > 0`) != 0 {
+		t.Errorf("leased %d deliveries of a disabled endpoint", n)
+	}
+	if c.got.Load() != 0 {
+		t.Errorf("%d attempts to a disabled endpoint", c.got.Load())
+	}
+}

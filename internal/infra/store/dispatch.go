@@ -94,7 +94,10 @@ SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM u)`
 // flight), as enabling a disabled endpoint always did, and answers how many
 // it found and the last position: the next batch starts after it. It reads
 // the endpoint's due index beyond now only: a backlog never tried costs
-// nothing here, read or written.
+// nothing here, read or written. The update finds each by its primary key
+// (its positions as an array, its state tested as claimLeaseSQL tests it):
+// joined to them, with "state = 'pending'", it was planned as a walk of
+// the endpoint's due index, all of its pending deliveries.
 const endpointHurrySQL = `
 WITH r AS (
     SELECT pos FROM webhook_deliveries
@@ -105,8 +108,8 @@ WITH r AS (
 ), u AS (
     UPDATE webhook_deliveries d
     SET next_attempt_at = now()
-    FROM r
-    WHERE d.tenant_id = $1 AND d.endpoint_id = $2 AND d.pos = r.pos AND d.state = 'pending'
+    WHERE d.tenant_id = $1 AND d.endpoint_id = $2 AND d.pos = ANY ((SELECT array_agg(pos) FROM r)::bigint[])
+      AND d.state NOT IN ('delivered', 'failed', 'parked')
       AND (d.leased_until IS NULL OR d.leased_until <= now())
     RETURNING 1
 )
