@@ -70,16 +70,18 @@ RETURNING ` + endpointColumns
 // of its own, so that none holds back the feed's positions for long.
 const ResumeBatch = 200
 
-// endpointResumeParkedSQL makes up to $3 deliveries of tenant $1's endpoint
-// $2 that the previous release left parked pending, due now, with a new
-// maximum age, as that release's enable did; it answers how many it found.
+// endpointResumeParkedSQL makes up to $4 deliveries of tenant $1's endpoint
+// $2 after position $3 that the previous release left parked pending, due
+// now, with a new maximum age, as that release's enable did; it answers how
+// many it found and the last position: the next batch starts after it.
 // This release never writes parked (a delivery of a disabled endpoint
 // stays pending); a release after the last one that wrote it drops this.
 const endpointResumeParkedSQL = `
 WITH r AS (
     SELECT pos FROM webhook_deliveries
-    WHERE tenant_id = $1 AND endpoint_id = $2 AND state = 'parked'
-    LIMIT $3
+    WHERE tenant_id = $1 AND endpoint_id = $2 AND state = 'parked' AND pos > $3
+    ORDER BY pos
+    LIMIT $4
 ), u AS (
     UPDATE webhook_deliveries d
     SET state = 'pending', next_attempt_at = now(), created_at = (SELECT now()), leased_until = NULL
@@ -87,7 +89,7 @@ WITH r AS (
     WHERE d.tenant_id = $1 AND d.endpoint_id = $2 AND d.pos = r.pos AND d.state = 'parked'
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM u)`
+SELECT (SELECT count(*) FROM r), coalesce((SELECT max(pos) FROM r), $3), (SELECT count(*) FROM u)`
 
 // endpointHurrySQL makes due now up to $4 deliveries of tenant $1's
 // endpoint $2 after position $3 that wait out a backoff (not those in

@@ -127,14 +127,12 @@ func SetEndpointEnabled(ctx context.Context, q db.DBTX, tenant, id string, enabl
 // previous release and, with hurry, makes due now those waiting out a
 // backoff, ResumeBatch at a time.
 func resumeDeliveries(ctx context.Context, q db.DBTX, tenant, id string, hurry bool) error {
-	for {
+	for after, more := int64(-1), true; more; {
 		var found, resumed int64
-		if err := q.QueryRow(ctx, endpointResumeParkedSQL, tenant, id, ResumeBatch).Scan(&found, &resumed); err != nil {
+		if err := q.QueryRow(ctx, endpointResumeParkedSQL, tenant, id, after, ResumeBatch).Scan(&found, &after, &resumed); err != nil {
 			return fmt.Errorf("dispatch: resume: %w", err)
 		}
-		if found < ResumeBatch {
-			break
-		}
+		more = found == ResumeBatch
 	}
 	for after := int64(-1); hurry; {
 		var found, hurried int64
