@@ -7,7 +7,8 @@
 //  1. it gives feed positions to settled events (package event) of every
 //     tenant with an endpoint;
 //  2. it fans out: each endpoint gets a delivery row for every event after
-//     its feed position whose type it takes (parked while it is disabled),
+//     its feed position whose type it takes (parked by its flag while it is
+//     disabled),
 //     and its position moves past them, in one statement, so no event is
 //     offered twice or skipped;
 //  3. it claims due deliveries under a lock that serializes claims, handing

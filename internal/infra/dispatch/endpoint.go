@@ -260,8 +260,10 @@ func Get(ctx context.Context, pool *pgxpool.Pool, tenant, id string) (Endpoint, 
 }
 
 // SetEnabled enables or disables an endpoint. Disabling parks its pending
-// deliveries; enabling clears its failure run and resumes them, each with a
-// new maximum age. Its failed deliveries stay failed until Redeliver.
+// deliveries by the endpoint's flag, writing none of them; enabling clears
+// its failure run and resumes them, due now, each with a new maximum age
+// (store.SetEndpointEnabled). Its failed deliveries stay failed until
+// Redeliver.
 func SetEnabled(ctx context.Context, pool *pgxpool.Pool, tenant, id string, enabled bool) (Endpoint, error) {
 	return one(store.SetEndpointEnabled(ctx, pool, tenant, id, enabled, "operator"))
 }

@@ -259,7 +259,7 @@ func TestDisabledEndpointOwesWhatIsWrittenMeanwhile(t *testing.T) {
 	writeEvents(t, pool, "a", 3)
 	d := newDispatcher(t, dispatch.Config{Pool: pool, Keys: keys})
 	until(t, d, func() bool {
-		return count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE state = 'parked'`) == 3
+		return count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1`, ep.ID) == 3
 	})
 	ds, err := dispatch.Recent(ctx, pool, "a", ep.ID, 20)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tokend/tokend/internal/infra/dispatch"
@@ -52,8 +53,11 @@ func TestGoneDisablesAndParks(t *testing.T) {
 	until(t, d, func() bool {
 		return count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1`, ep.ID) == 5
 	})
-	if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE state = 'parked'`); n != 5 {
-		t.Errorf("%d deliveries parked, want 5", n)
+	if n := parkedIn(t, pool, ep.ID); n != 5 {
+		t.Errorf("the record shows %d deliveries parked, want 5", n)
+	}
+	if m := gather(t, d); m["tokend_webhook_parked"] != 5 || m["tokend_webhook_undelivered"] != 0 {
+		t.Errorf("metrics %v, want 5 parked, 0 undelivered", m)
 	}
 	tried := c.got.Load()
 	if tried != 1 {
@@ -71,7 +75,7 @@ func TestGoneDisablesAndParks(t *testing.T) {
 	if _, err := dispatch.SetEnabled(ctx, pool, "a", ep.ID, true); err != nil {
 		t.Fatal(err)
 	}
-	if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE state = 'parked'`); n != 0 {
+	if n := parkedIn(t, pool, ep.ID); n != 0 {
 		t.Errorf("%d deliveries still parked after enabling", n)
 	}
 	until(t, d, func() bool { return c.effects() == 5 })
@@ -90,8 +94,8 @@ func TestDisabledEndpointParksItsDeliveries(t *testing.T) {
 	if _, err := dispatch.SetEnabled(ctx, pool, "a", ep.ID, false); err != nil {
 		t.Fatal(err)
 	}
-	if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE state = 'parked'`); n != 3 {
-		t.Errorf("%d parked, want 3", n)
+	if n := parkedIn(t, pool, ep.ID); n != 3 {
+		t.Errorf("the record shows %d parked, want 3", n)
 	}
 	metrics := gather(t, d)
 	if metrics["tokend_webhook_undelivered"] != 0 || metrics["tokend_webhook_parked"] != 3 || metrics["tokend_webhook_endpoints_disabled"] != 1 {
@@ -291,6 +295,23 @@ func TestRotationSignsWithBoth(t *testing.T) {
 	if e, err := dispatch.Get(ctx, pool, "a", ep.ID); err != nil || e.PreviousSecretUntil != nil {
 		t.Errorf("after the overlap: %+v, %v", e, err)
 	}
+}
+
+// parkedIn is how many of the endpoint's deliveries its record shows
+// parked.
+func parkedIn(t *testing.T, pool *pgxpool.Pool, id string) int {
+	t.Helper()
+	ds, err := dispatch.Recent(context.Background(), pool, "a", id, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, x := range ds {
+		if x.State == "parked" {
+			n++
+		}
+	}
+	return n
 }
 
 // gather is d's metrics by name: a gauge's or counter's value (summed over

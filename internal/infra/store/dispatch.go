@@ -46,29 +46,76 @@ const endpointListSQL = `SELECT ` + endpointColumns + ` FROM webhook_endpoints W
 // endpointGetSQL is tenant $1's endpoint $2.
 const endpointGetSQL = `SELECT ` + endpointColumns + ` FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2`
 
-// endpointSetEnabledSQL enables or disables an endpoint. Disabling parks its
-// pending deliveries; enabling resumes its parked ones, due now, each with
-// a new maximum age. A lease is never cleared here: a delivery in flight
-// stays pending and leased, counted against its tenant and claimed by no
-// one else, until its attempt is recorded (failedSQL parks it then when its
-// endpoint is still disabled).
+// endpointSetEnabledSQL enables or disables an endpoint, writing its row
+// only. Its deliveries keep their state: a pending delivery of a disabled
+// endpoint is parked by the flag alone (no claim takes it: claimPickSQL,
+// dueTenantsSQL and claimLeaseSQL require the endpoint enabled; the record
+// and the metrics show it parked: parkedExpr). Enabling a disabled
+// endpoint clears its failure run and sets resumed_at, from which its
+// deliveries made before get a new maximum age (failedSQL); before it,
+// SetEndpointEnabled makes them due now (endpointResumeParkedSQL,
+// endpointHurrySQL). A lease is never cleared: a delivery in flight stays
+// leased, counted against its tenant and claimed by no one else, until its
+// attempt is recorded.
 const endpointSetEnabledSQL = `
-WITH w AS (
-    UPDATE webhook_endpoints
-    SET enabled = $3, disabled_reason = CASE WHEN $3 THEN NULL ELSE $4 END,
-        failing_since = CASE WHEN $3 THEN NULL ELSE failing_since END
-    WHERE tenant_id = $1 AND id = $2
-    RETURNING ` + endpointColumns + `
-), p AS (
+UPDATE webhook_endpoints
+SET enabled = $3, disabled_reason = CASE WHEN $3 THEN NULL ELSE $4 END,
+    failing_since = CASE WHEN $3 THEN NULL ELSE failing_since END,
+    resumed_at = CASE WHEN $3 AND NOT enabled THEN (SELECT now()) ELSE resumed_at END
+WHERE tenant_id = $1 AND id = $2
+RETURNING ` + endpointColumns
+
+// ResumeBatch is the most deliveries one statement of an enable resumes
+// (endpointResumeParkedSQL, endpointHurrySQL): each is a short transaction
+// of its own, so that none holds back the feed's positions for long.
+const ResumeBatch = 200
+
+// endpointResumeParkedSQL makes up to $4 deliveries of tenant $1's endpoint
+// $2 after position $3 that the previous release left parked pending, due
+// now, with a new maximum age, as that release's enable did; it answers how
+// many it found and the last position: the next batch starts after it.
+// This release never writes parked (a delivery of a disabled endpoint
+// stays pending); a release after the last one that wrote it drops this.
+const endpointResumeParkedSQL = `
+WITH r AS (
+    SELECT pos FROM webhook_deliveries
+    WHERE tenant_id = $1 AND endpoint_id = $2 AND state = 'parked' AND pos > $3
+    ORDER BY pos
+    LIMIT $4
+), u AS (
     UPDATE webhook_deliveries d
-    SET state = CASE WHEN $3 THEN 'pending' ELSE 'parked' END,
-        next_attempt_at = CASE WHEN $3 THEN (SELECT now()) ELSE d.next_attempt_at END,
-        created_at = CASE WHEN $3 THEN (SELECT now()) ELSE d.created_at END
-    FROM w
-    WHERE d.tenant_id = $1 AND d.tenant_id = w.tenant_id AND d.endpoint_id = w.id AND d.state = CASE WHEN $3 THEN 'parked' ELSE 'pending' END
-      AND ($3 OR d.leased_until IS NULL OR d.leased_until <= (SELECT now()))
+    SET state = 'pending', next_attempt_at = now(), created_at = (SELECT now()), leased_until = NULL
+    FROM r
+    WHERE d.tenant_id = $1 AND d.endpoint_id = $2 AND d.pos = r.pos AND d.state = 'parked'
+    RETURNING 1
 )
-SELECT * FROM w`
+SELECT (SELECT count(*) FROM r), coalesce((SELECT max(pos) FROM r), $3), (SELECT count(*) FROM u)`
+
+// endpointHurrySQL makes due now up to $4 deliveries of tenant $1's
+// endpoint $2 after position $3 that wait out a backoff (not those in
+// flight), as enabling a disabled endpoint always did, and answers how many
+// it found and the last position: the next batch starts after it. It reads
+// the endpoint's due index beyond now only: a backlog never tried costs
+// nothing here, read or written. The update finds each by its primary key
+// (its positions as an array, its state tested as claimLeaseSQL tests it):
+// joined to them, with "state = 'pending'", it was planned as a walk of
+// the endpoint's due index, all of its pending deliveries.
+const endpointHurrySQL = `
+WITH r AS (
+    SELECT pos FROM webhook_deliveries
+    WHERE tenant_id = $1 AND endpoint_id = $2 AND state = 'pending' AND next_attempt_at > now() AND pos > $3
+      AND (leased_until IS NULL OR leased_until <= now())
+    ORDER BY pos
+    LIMIT $4
+), u AS (
+    UPDATE webhook_deliveries d
+    SET next_attempt_at = now()
+    WHERE d.tenant_id = $1 AND d.endpoint_id = $2 AND d.pos = ANY ((SELECT array_agg(pos) FROM r)::bigint[])
+      AND d.state NOT IN ('delivered', 'failed', 'parked')
+      AND (d.leased_until IS NULL OR d.leased_until <= now())
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM r), coalesce((SELECT max(pos) FROM r), $3), (SELECT count(*) FROM u)`
 
 // endpointDeleteSQL deletes tenant $1's endpoint $2 with its deliveries.
 const endpointDeleteSQL = `DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2 RETURNING ` + endpointColumns
@@ -77,13 +124,12 @@ const endpointDeleteSQL = `DELETE FROM webhook_endpoints WHERE tenant_id = $1 AN
 // one at $5, when given) now: the failed ones; with $4 also the pending
 // ones (hurried: due now) and parked ones; with $6 also the delivered ones.
 // A delivery sent again starts a new maximum age; a hurried one keeps its
-// own, and its lease when in flight. On a disabled endpoint they are parked
-// until it is enabled, except one in flight, which stays pending and leased
-// until its attempt is recorded.
+// own, and its lease when in flight. Each is left pending: on a disabled
+// endpoint that is parked until it is enabled (parkedExpr).
 const redeliverSQL = `
 WITH u AS (
     UPDATE webhook_deliveries d
-    SET state = CASE WHEN w.enabled OR (d.state = 'pending' AND d.leased_until > (SELECT now())) THEN 'pending' ELSE 'parked' END,
+    SET state = 'pending',
         next_attempt_at = now(),
         created_at = CASE WHEN d.state = 'pending' THEN d.created_at ELSE (SELECT now()) END,
         leased_until = CASE WHEN d.state = 'pending' THEN d.leased_until END,
@@ -96,14 +142,17 @@ WITH u AS (
 )
 SELECT count(*) FROM u`
 
-// recentDeliveriesSQL is an endpoint's latest deliveries with their attempts.
+// recentDeliveriesSQL is an endpoint's latest deliveries with their
+// attempts, a pending one shown parked while its endpoint is disabled
+// (parkedExpr).
 const recentDeliveriesSQL = `
-SELECT d.pos, d.event_id, d.state, d.attempts, d.next_attempt_at, d.created_at, d.finished_at,
+SELECT d.pos, d.event_id, CASE WHEN ` + parkedExpr + ` THEN 'parked' ELSE d.state END, d.attempts, d.next_attempt_at, d.created_at, d.finished_at,
        coalesce((SELECT jsonb_agg(jsonb_build_object('attempt', a.attempt, 'at', a.at, 'status', a.status,
                                                     'error', a.error, 'duration_ms', a.duration_ms) ORDER BY a.attempt)
                  FROM webhook_attempts a
                  WHERE a.tenant_id = d.tenant_id AND a.endpoint_id = d.endpoint_id AND a.pos = d.pos), '[]')
 FROM webhook_deliveries d
+JOIN webhook_endpoints w ON w.tenant_id = $1 AND w.tenant_id = d.tenant_id AND w.id = d.endpoint_id
 WHERE d.tenant_id = $1 AND d.endpoint_id = $2
 ORDER BY d.pos DESC
 LIMIT $3`
@@ -130,16 +179,17 @@ const FanOutBatch = 500
 // position past all of them. One endpoint at a time keeps the plan's cost
 // to one endpoint's page, so it stays under jit_above_cost whatever the
 // number of endpoints or deliveries. An endpoint another dispatcher is
-// fanning out is skipped. A disabled endpoint's deliveries are made parked:
-// owed (its record and tokend_webhook_parked show them), not lag, not
-// tried until it is enabled.
+// fanning out is skipped. A disabled endpoint's deliveries are made
+// pending like any other, parked by its flag (parkedExpr): owed (its
+// record and tokend_webhook_parked show them), not lag, not tried until it
+// is enabled.
 const fanOutSQL = `
 WITH ep AS (
-    SELECT tenant_id, id, feed_pos, event_types, enabled FROM webhook_endpoints
+    SELECT tenant_id, id, feed_pos, event_types FROM webhook_endpoints
     WHERE tenant_id = $1 AND id = $2
     FOR UPDATE SKIP LOCKED
 ), ev AS (
-    SELECT ep.tenant_id, ep.id AS endpoint_id, e.pos, e.event_id, e.kind, ep.event_types, ep.enabled
+    SELECT ep.tenant_id, ep.id AS endpoint_id, e.pos, e.event_id, e.kind, ep.event_types
     FROM ep CROSS JOIN LATERAL (
         SELECT p.pos, e.event_id, e.kind
         FROM (SELECT pos, token_id, seq FROM event_positions
@@ -154,7 +204,7 @@ WITH ep AS (
     ) e
 ), ins AS (
     INSERT INTO webhook_deliveries (tenant_id, endpoint_id, pos, event_id, state)
-    SELECT tenant_id, endpoint_id, pos, event_id, CASE WHEN enabled THEN 'pending' ELSE 'parked' END FROM ev
+    SELECT tenant_id, endpoint_id, pos, event_id, 'pending' FROM ev
     WHERE cardinality(event_types) = 0 OR kind = ANY (event_types)
     ON CONFLICT DO NOTHING
     RETURNING 1
@@ -273,8 +323,9 @@ LIMIT $1`
 
 // claimLeaseSQL leases for $2 seconds tenant $1's delivery at endpoint $3
 // and position $4 (one claimPickSQL picked), counting the attempt, and
-// answers what sending it needs; nothing when it is no longer due (an
-// operator parked it since). A claim sends one for each delivery picked,
+// answers what sending it needs; nothing when it is no longer due, or its
+// endpoint was disabled since the pick (the previous release parked the
+// delivery then; this one reads the flag). A claim sends one for each delivery picked,
 // together in one round trip (Claim). One delivery a statement, found by
 // its whole primary key, and its state tested as NOT IN the other states
 // (the table's check allows no fourth), which implies none of the partial
@@ -293,6 +344,7 @@ WITH leased AS (
     WHERE d.tenant_id = $1 AND d.endpoint_id = $3 AND d.pos = $4
       AND d.state NOT IN ('delivered', 'failed', 'parked')
       AND (d.leased_until IS NULL OR d.leased_until <= now())
+      AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.tenant_id = $1 AND e.id = $3 AND e.enabled)
     RETURNING d.tenant_id, d.endpoint_id, d.pos, d.attempts
 )
 SELECT l.tenant_id, l.endpoint_id, l.pos, l.attempts, w.url, w.secret_nonce, w.secret_key_id,
@@ -328,26 +380,28 @@ WITH d AS (
 SELECT count(*) FROM d`
 
 // failedSQL records a failed attempt $4: the delivery waits $7 seconds for
-// the next, or fails for good past the maximum age ($8 seconds). The
-// endpoint is disabled, its pending deliveries parked, when it answered
-// 410 Gone ($11) or has failed for longer than $9 seconds; the delivery is
-// parked too when its endpoint was disabled while it was in flight. Other
-// deliveries in flight keep their leases: each is parked when its own
-// attempt is recorded.
+// the next, or fails for good past the maximum age ($8 seconds), counted
+// from the later of its creation and its endpoint's last resume
+// (resumed_at). The endpoint is disabled when it answered 410 Gone ($11)
+// or has failed for longer than $9 seconds. A delivery of an endpoint
+// disabled (now, or while it was in flight) stays pending, parked by the
+// flag, and never fails for good while parked; it answers 'parked' then.
+// No other delivery is written: those in flight keep their leases until
+// their own attempts are recorded.
 const failedSQL = `
 WITH w0 AS (
     SELECT enabled AND ($11 OR least(failing_since, now()) <= (SELECT now() - make_interval(secs => $9))) AS off,
-           NOT enabled AS disabled, least(failing_since, now()) AS since
+           NOT enabled AS disabled, least(failing_since, now()) AS since, resumed_at
     FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2
 ), d AS (
     UPDATE webhook_deliveries
-    SET state = CASE WHEN (SELECT off OR disabled FROM w0) THEN 'parked'
-                     WHEN created_at <= (SELECT now() - make_interval(secs => $8)) THEN 'failed' ELSE 'pending' END,
-        finished_at = CASE WHEN NOT (SELECT off OR disabled FROM w0) AND created_at <= (SELECT now() - make_interval(secs => $8)) THEN (SELECT now()) END,
+    SET state = CASE WHEN (SELECT off OR disabled FROM w0) THEN 'pending'
+                     WHEN greatest(created_at, (SELECT resumed_at FROM w0)) <= (SELECT now() - make_interval(secs => $8)) THEN 'failed' ELSE 'pending' END,
+        finished_at = CASE WHEN NOT (SELECT off OR disabled FROM w0) AND greatest(created_at, (SELECT resumed_at FROM w0)) <= (SELECT now() - make_interval(secs => $8)) THEN (SELECT now()) END,
         next_attempt_at = now() + make_interval(secs => $7),
         leased_until = NULL
     WHERE tenant_id = $1 AND endpoint_id = $2 AND pos = $3 AND attempts = $4 AND state = 'pending'
-    RETURNING state
+    RETURNING CASE WHEN (SELECT off OR disabled FROM w0) THEN 'parked' ELSE state END AS state
 ), a AS (
     INSERT INTO webhook_attempts (tenant_id, endpoint_id, pos, attempt, status, error, duration_ms)
     VALUES ($1, $2, $3, $4, $5, $6, $10)
@@ -359,33 +413,45 @@ WITH w0 AS (
                                WHEN $11 THEN (SELECT 'the endpoint answered 410 Gone at ' || to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'))
                                ELSE (SELECT 'every delivery failed since ' || to_char(since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') FROM w0) END
     WHERE tenant_id = $1 AND id = $2
-), p AS (
-    UPDATE webhook_deliveries
-    SET state = 'parked', leased_until = NULL
-    WHERE tenant_id = $1 AND endpoint_id = $2 AND pos <> $3 AND state = 'pending' AND (SELECT off FROM w0)
-      AND (leased_until IS NULL OR leased_until <= now())
 )
 SELECT coalesce((SELECT state FROM d), '')`
 
+// parkedExpr is whether delivery d of endpoint w is parked: pending and
+// not in flight while w is disabled, or left parked by the previous
+// release. A delivery in flight when its endpoint was disabled is pending
+// until its attempt is recorded.
+const parkedExpr = `(d.state = 'parked' OR (d.state = 'pending' AND NOT w.enabled AND (d.leased_until IS NULL OR d.leased_until <= now())))`
+
+// owedExpr is whether delivery d of endpoint w is owed and not parked
+// (lag): pending on an enabled endpoint, or in flight.
+const owedExpr = `(d.state = 'pending' AND (w.enabled OR d.leased_until > now()))`
+
 // undeliveredSQL is what the metrics report, read at each scrape: the
-// deliveries still owed (pending; parked ones are not lag), the age of the
-// oldest by its event's time, the parked ones and the disabled endpoints.
+// deliveries still owed (owedExpr; parked ones are not lag), the age of the
+// oldest, counted as its maximum age is (from the later of its creation
+// and its endpoint's resume), the parked ones (parkedExpr) and the
+// disabled endpoints.
 //
 // Both counts fan out to every shard (no tenant): Citus refuses a subquery
 // over a distributed table in the target list, so they are two subqueries
-// in FROM, each aggregated per shard and summed on the coordinator.
+// in FROM, each aggregated per shard and summed on the coordinator; a
+// delivery joins its endpoint on the tenant, in its shard.
 const undeliveredSQL = `
 SELECT d.pending, d.age, d.parked, w.disabled
-FROM (SELECT count(*) FILTER (WHERE state = 'pending') AS pending,
-             coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE state = 'pending')), 0)::float8 AS age,
-             count(*) FILTER (WHERE state = 'parked') AS parked
-      FROM webhook_deliveries WHERE state IN ('pending', 'parked')) d,
+FROM (SELECT count(*) FILTER (WHERE ` + owedExpr + `) AS pending,
+             coalesce(extract(epoch FROM now() - min(greatest(d.created_at, w.resumed_at)) FILTER (WHERE ` + owedExpr + `)), 0)::float8 AS age,
+             count(*) FILTER (WHERE ` + parkedExpr + `) AS parked
+      FROM webhook_deliveries d
+      JOIN webhook_endpoints w ON w.tenant_id = d.tenant_id AND w.id = d.endpoint_id
+      WHERE d.state IN ('pending', 'parked')) d,
      (SELECT count(*) AS disabled FROM webhook_endpoints WHERE NOT enabled) w`
 
 // webhookStatsSQL is tenant $1's webhook figures, for its operators only
 // (GET /v1/admin/webhook-stats; /metrics, unauthenticated, names no
-// tenant): per endpoint, the deliveries it is owed (pending, and parked
-// while disabled), the age of its oldest pending one, and the delivery lag
+// tenant): per endpoint, the deliveries it is owed (pending: owedExpr, and
+// parked while disabled: parkedExpr), the age of its oldest pending one
+// (from the later of its creation and the endpoint's resume), and the
+// delivery lag
 // (event commit to 2xx) of its latest deliveries made in the last $2
 // seconds (at most 200 of each endpoint), as p50 and p99 with their count.
 // One tenant, one shard on Citus.
@@ -395,9 +461,9 @@ SELECT w.id, w.url, w.enabled, w.failing_since,
        l.n, l.q[1], l.q[2]
 FROM webhook_endpoints w
 CROSS JOIN LATERAL (
-    SELECT count(*) FILTER (WHERE d.state = 'pending') AS pending,
-           count(*) FILTER (WHERE d.state = 'parked') AS parked,
-           coalesce(extract(epoch FROM now() - min(d.created_at) FILTER (WHERE d.state = 'pending')), 0)::float8 AS oldest
+    SELECT count(*) FILTER (WHERE ` + owedExpr + `) AS pending,
+           count(*) FILTER (WHERE ` + parkedExpr + `) AS parked,
+           coalesce(extract(epoch FROM now() - min(greatest(d.created_at, w.resumed_at)) FILTER (WHERE ` + owedExpr + `)), 0)::float8 AS oldest
     FROM webhook_deliveries d
     WHERE d.tenant_id = $1 AND d.endpoint_id = w.id AND d.state IN ('pending', 'parked')
 ) o

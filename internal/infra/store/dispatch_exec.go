@@ -104,9 +104,44 @@ func GetEndpoint(ctx context.Context, q db.DBTX, tenant, id string) (EndpointRow
 
 // SetEndpointEnabled enables or disables tenant's endpoint id, reason
 // saying why when disabled (endpointSetEnabledSQL); ok is false when there
-// is no such endpoint.
+// is no such endpoint. Disabling writes the endpoint's row only. Enabling
+// first resumes what the previous release left parked
+// (endpointResumeParkedSQL) and, when the endpoint is disabled, makes due
+// now its deliveries waiting out a backoff (endpointHurrySQL), each in
+// statements of at most ResumeBatch rows; a backlog never tried is not
+// written. Run on a pool, each statement is a transaction of its own.
 func SetEndpointEnabled(ctx context.Context, q db.DBTX, tenant, id string, enabled bool, reason string) (EndpointRow, bool, error) {
+	if enabled {
+		e, ok, err := GetEndpoint(ctx, q, tenant, id)
+		if err != nil || !ok {
+			return e, ok, err
+		}
+		if err := resumeDeliveries(ctx, q, tenant, id, !e.Enabled); err != nil {
+			return EndpointRow{}, false, err
+		}
+	}
 	return oneEndpoint(q.QueryRow(ctx, endpointSetEnabledSQL, tenant, id, enabled, reason))
+}
+
+// resumeDeliveries resumes the endpoint's deliveries left parked by the
+// previous release and, with hurry, makes due now those waiting out a
+// backoff, ResumeBatch at a time.
+func resumeDeliveries(ctx context.Context, q db.DBTX, tenant, id string, hurry bool) error {
+	for after, more := int64(-1), true; more; {
+		var found, resumed int64
+		if err := q.QueryRow(ctx, endpointResumeParkedSQL, tenant, id, after, ResumeBatch).Scan(&found, &after, &resumed); err != nil {
+			return fmt.Errorf("dispatch: resume: %w", err)
+		}
+		more = found == ResumeBatch
+	}
+	for after := int64(-1); hurry; {
+		var found, hurried int64
+		if err := q.QueryRow(ctx, endpointHurrySQL, tenant, id, after, ResumeBatch).Scan(&found, &after, &hurried); err != nil {
+			return fmt.Errorf("dispatch: resume: %w", err)
+		}
+		hurry = found == ResumeBatch
+	}
+	return nil
 }
 
 // DeleteEndpoint deletes tenant's endpoint id (endpointDeleteSQL) and
@@ -375,7 +410,7 @@ type FailedParams struct {
 }
 
 // Failed records a failed attempt (failedSQL) and answers the delivery's
-// state after it.
+// state after it: pending, failed, or parked (its endpoint disabled).
 func Failed(ctx context.Context, q db.DBTX, a AttemptParams, f FailedParams) (string, error) {
 	var state string
 	err := q.QueryRow(ctx, failedSQL, a.Tenant, a.Endpoint, a.Pos, a.Attempt, f.Status, f.Error,

@@ -31,6 +31,8 @@ type Texts struct {
 	EndpointLockTenantSQL    string
 	EndpointRotateSQL        string
 	EndpointSetEnabledSQL    string
+	EndpointResumeParkedSQL  string
+	EndpointHurrySQL         string
 	EventsSQL                string
 	ExistingSQL              string
 	ExpireReadSQL            string
@@ -119,6 +121,8 @@ func Statements() Texts {
 		EndpointLockTenantSQL:    endpointLockTenantSQL,
 		EndpointRotateSQL:        endpointRotateSQL,
 		EndpointSetEnabledSQL:    endpointSetEnabledSQL,
+		EndpointResumeParkedSQL:  endpointResumeParkedSQL,
+		EndpointHurrySQL:         endpointHurrySQL,
 		EventsSQL:                eventsSQL,
 		ExistingSQL:              existingSQL,
 		ExpireReadSQL:            expireReadSQL,

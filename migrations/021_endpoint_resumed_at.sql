@@ -1,0 +1,13 @@
+-- A disabled endpoint's deliveries are parked by its flag alone (issue 48):
+-- disabling or enabling an endpoint writes its own row only, where it
+-- rewrote every pending delivery (pending <-> parked, and on enable a new
+-- created_at, the start of the maximum age). A delivery's maximum age now
+-- starts at the later of its created_at and its endpoint's resumed_at, the
+-- last time the endpoint was enabled after being disabled.
+--
+-- Only a nullable column: the previous release neither reads nor writes
+-- it, and an ADD COLUMN without a default takes webhook_endpoints' lock for
+-- a moment only. Rows left parked by the previous release are resumed by
+-- this release's enable (docs/webhooks.md, "Upgrading from a release that
+-- parked rows").
+ALTER TABLE webhook_endpoints ADD COLUMN resumed_at timestamptz;
