@@ -10,14 +10,17 @@ import (
 
 	"github.com/tokend/tokend/internal/infra/dispatch"
 	"github.com/tokend/tokend/internal/infra/store"
+	"github.com/tokend/tokend/internal/testkit/pgtest"
 )
 
 // rowWrites is how many rows of webhook_endpoints and webhook_deliveries
 // f updated, inserted or deleted in its transaction, as Postgres counts
 // them (pg_stat_xact_user_tables, read before and after f: the view also
 // holds what the backend's earlier transactions did and has not reported
-// yet).
-func rowWrites(t *testing.T, pool *pgxpool.Pool, f func(tx pgx.Tx)) (endpoints, deliveries int64) {
+// yet). On Citus the shards' writes happen on the workers, which the
+// coordinator's view does not count: counted is false there, and f runs
+// all the same (the statements are the ones counted on plain Postgres).
+func rowWrites(t *testing.T, pool *pgxpool.Pool, f func(tx pgx.Tx)) (endpoints, deliveries int64, counted bool) {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := pool.Begin(ctx)
@@ -25,6 +28,13 @@ func rowWrites(t *testing.T, pool *pgxpool.Pool, f func(tx pgx.Tx)) (endpoints, 
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
+	if pgtest.Citus() {
+		f(tx)
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return 0, 0, false
+	}
 	read := func() (e, d int64) {
 		if err := tx.QueryRow(ctx, `
 			SELECT coalesce(sum(n_tup_upd + n_tup_ins + n_tup_del) FILTER (WHERE relname = 'webhook_endpoints'), 0),
@@ -40,7 +50,7 @@ func rowWrites(t *testing.T, pool *pgxpool.Pool, f func(tx pgx.Tx)) (endpoints, 
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return e1 - e0, d1 - d0
+	return e1 - e0, d1 - d0, true
 }
 
 // TestDisableAndEnableWriteOnlyTheEndpoint: disabling and enabling an
@@ -53,14 +63,14 @@ func TestDisableAndEnableWriteOnlyTheEndpoint(t *testing.T) {
 	ctx := context.Background()
 	pool, keys, c, ep := hooked(t, false, "")
 	d := newDispatcher(t, dispatch.Config{Pool: pool, Keys: keys})
-	set := func(on bool) (endpoints, deliveries int64) {
+	set := func(on bool) (endpoints, deliveries int64, counted bool) {
 		return rowWrites(t, pool, func(tx pgx.Tx) {
 			if _, ok, err := store.SetEndpointEnabled(ctx, tx, "a", ep.ID, on, "operator"); err != nil || !ok {
 				t.Fatalf("set enabled %v: %v, %v", on, ok, err)
 			}
 		})
 	}
-	if e, n := set(false); e != 1 || n != 0 {
+	if e, n, counted := set(false); counted && (e != 1 || n != 0) {
 		t.Fatalf("disable wrote %d endpoint rows and %d deliveries", e, n)
 	}
 	writeEvents(t, pool, "a", 300)
@@ -71,7 +81,7 @@ func TestDisableAndEnableWriteOnlyTheEndpoint(t *testing.T) {
 		t.Errorf("the record shows %d parked, want 300", n)
 	}
 	for i, on := range []bool{true, false, true, false, true} {
-		if e, n := set(on); e != 1 || n != 0 {
+		if e, n, counted := set(on); counted && (e != 1 || n != 0) {
 			t.Errorf("step %d, enabled=%v with 300 deliveries owed: wrote %d endpoint rows and %d deliveries, want 1 and 0", i, on, e, n)
 		}
 	}
