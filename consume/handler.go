@@ -203,17 +203,12 @@ func (r *Registry) Validate(operation string, payload []byte) error {
 // without checking it a second time. Validate is the call for any other
 // payload.
 func (r *Registry) ValidateChecked(operation string, payload []byte) error {
-	h, ok := r.Lookup(operation)
-	if !ok {
-		return nil
+	if h, ok := r.Lookup(operation); ok {
+		if c, ok := h.(checkedHandler); ok {
+			return c.validateChecked(payload)
+		}
 	}
-	if c, ok := h.(checkedHandler); ok {
-		return c.validateChecked(payload)
-	}
-	if v, ok := h.(Validator); ok {
-		return v.Validate(payload)
-	}
-	return nil
+	return r.Validate(operation, payload)
 }
 
 // Lookup returns the handler of operation.
