@@ -58,6 +58,19 @@ func TestJudgeSoak(t *testing.T) {
 			ws[0].PgCPUUs, ws[0].TokendCPUUs = 9000, 9000
 			ws[0].Kinds[kindSpend] = KindStats{Count: 10, P99: 900}
 		}), nil},
+		// Until the horizon the tables fill and the sweeper has nothing to
+		// delete: CPU and p99 are judged against window 6, the first that
+		// starts past it (300 s), not the second.
+		{"cost rises while the tables fill", cfg, soak(8, func(ws []SoakWindow) {
+			for i := 1; i < 5; i++ {
+				ws[i].PgCPUUs, ws[i].TokendCPUUs = 1500, 700
+				ws[i].Kinds[kindSpend] = KindStats{Count: 100, P99: 10}
+			}
+		}), nil},
+		{"CPU grows past the horizon", cfg, soak(8, func(ws []SoakWindow) { ws[5].PgCPUUs = 1800 }), []string{"Postgres CPU/op"}},
+		{"p99 grows past the horizon", cfg, soak(8, func(ws []SoakWindow) {
+			ws[5].Kinds[kindIssue] = KindStats{Count: 100, P99: 15}
+		}), []string{"p99 issue"}},
 		{"CPU at the mark", cfg, soak(8, func(ws []SoakWindow) { last(ws).PgCPUUs = 2200 }), nil},
 		{"Postgres CPU grows", cfg, soak(8, func(ws []SoakWindow) { last(ws).PgCPUUs = 2201 }), []string{"Postgres CPU/op"}},
 		{"tokend CPU grows", cfg, soak(8, func(ws []SoakWindow) { last(ws).TokendCPUUs = 1500 }), []string{"tokend CPU/op"}},

