@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/internal/infra/store"
 	"github.com/tokend/tokend/internal/testkit/ledgertest"
@@ -37,19 +38,7 @@ func TestPointStatementsStayFlatAsTokensGrow(t *testing.T) {
 		t.Skip("on Citus a statement's plan is the coordinator's custom scan; the workers plan the shards")
 	}
 	ctx := context.Background()
-	pool := ledgertest.NewPool(t)
-	pc, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Release()
-	conn := pc.Conn() // one connection: prepared statements are per connection
-	run := func(sql string, args ...any) {
-		t.Helper()
-		if _, err := conn.Exec(ctx, sql, args...); err != nil {
-			t.Fatalf("%v\n%s", err, sql)
-		}
-	}
+	conn, run := planConn(ctx, t, ledgertest.NewPool(t))
 	run(`ALTER TABLE tokens SET (autovacuum_enabled = false)`)
 	run(`ALTER TABLE token_events SET (autovacuum_enabled = false)`)
 	run(`INSERT INTO api_keys (tenant_id, id, key_hash, role) VALUES ('big', 'key-1', '\x01', 'client')`)
@@ -116,21 +105,8 @@ func TestPointStatementsStayFlatAsTokensGrow(t *testing.T) {
 		}{name + " record", s.Record, args})
 	}
 
-	// Each runs in a transaction rolled back, so that the tables change
-	// only by the loads.
 	for _, c := range cases {
-		for range 8 {
-			tx, err := conn.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := tx.Exec(ctx, c.sql, c.args...); err != nil {
-				t.Fatalf("%s: %v", c.name, err)
-			}
-			if err := tx.Rollback(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
+		settlePlan(ctx, t, conn, c.name, c.sql, c.args)
 	}
 	tiny := make([]int, len(cases))
 	for i, c := range cases {
@@ -183,14 +159,53 @@ func secretHash(tenant string, n int) []byte {
 	return h[:]
 }
 
-// buffersPerCall runs sql's prepared statement on conn (the one pgx's cache
-// made) with args under EXPLAIN (ANALYZE, BUFFERS), in a transaction rolled
-// back, and answers the shared buffers its plan hit or read.
-func buffersPerCall(ctx context.Context, t *testing.T, conn *pgx.Conn, name, sql string, args []any) int {
+// planConn acquires one of pool's connections for a plan test (prepared
+// statements are per connection), released at the test's end, and a run
+// that executes on it or fails the test.
+func planConn(ctx context.Context, t *testing.T, pool *pgxpool.Pool) (*pgx.Conn, func(sql string, args ...any)) {
+	t.Helper()
+	pc, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pc.Release)
+	conn := pc.Conn()
+	return conn, func(sql string, args ...any) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%v\n%s", err, sql)
+		}
+	}
+}
+
+// settlePlan runs sql with args eight times on conn through pgx's
+// statement cache, so that its prepared statement has settled on the
+// generic plan it keeps; each in a transaction rolled back, so that the
+// tables change only by the test's loads.
+func settlePlan(ctx context.Context, t *testing.T, conn *pgx.Conn, name, sql string, args []any) {
+	t.Helper()
+	for range 8 {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// explainPrepared runs sql's prepared statement on conn (the one pgx's
+// cache made) with args under EXPLAIN (ANALYZE, BUFFERS, options), in a
+// transaction rolled back, and answers the plan's lines.
+func explainPrepared(ctx context.Context, t *testing.T, conn *pgx.Conn, sql string, args []any, options string) ([]string, error) {
 	t.Helper()
 	var stmt string
 	if err := conn.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement = $1`, sql).Scan(&stmt); err != nil {
-		t.Fatalf("%s: its prepared statement: %v", name, err)
+		return nil, fmt.Errorf("its prepared statement: %w", err)
 	}
 	lits := make([]string, len(args))
 	for i, a := range args {
@@ -198,12 +213,23 @@ func buffersPerCall(ctx context.Context, t *testing.T, conn *pgx.Conn, name, sql
 	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-	var out []byte
-	explain := fmt.Sprintf("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE %s(%s)", stmt, strings.Join(lits, ", "))
-	if err := tx.QueryRow(ctx, explain, pgx.QueryExecModeSimpleProtocol).Scan(&out); err != nil {
+	rows, err := tx.Query(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, BUFFERS%s) EXECUTE %s(%s)", options, stmt, strings.Join(lits, ", ")),
+		pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// buffersPerCall answers the shared buffers sql's prepared statement on
+// conn hit or read, run with args (explainPrepared).
+func buffersPerCall(ctx context.Context, t *testing.T, conn *pgx.Conn, name, sql string, args []any) int {
+	t.Helper()
+	out, err := explainPrepared(ctx, t, conn, sql, args, ", FORMAT JSON")
+	if err != nil || len(out) != 1 {
 		t.Fatalf("%s: %v", name, err)
 	}
 	var plans []struct {
@@ -212,8 +238,8 @@ func buffersPerCall(ctx context.Context, t *testing.T, conn *pgx.Conn, name, sql
 			Read int `json:"Shared Read Blocks"`
 		}
 	}
-	if err := json.Unmarshal(out, &plans); err != nil || len(plans) != 1 {
-		t.Fatalf("%s: plan %s: %v", name, out, err)
+	if err := json.Unmarshal([]byte(out[0]), &plans); err != nil || len(plans) != 1 {
+		t.Fatalf("%s: plan %s: %v", name, out[0], err)
 	}
 	return plans[0].Plan.Hit + plans[0].Plan.Read
 }

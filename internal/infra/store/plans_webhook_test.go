@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -31,19 +30,7 @@ func TestDeliveryStatementsStayFlatAsTheBacklogGrows(t *testing.T) {
 		t.Skip("on Citus a statement's plan is the coordinator's custom scan; the workers plan the shards")
 	}
 	ctx := context.Background()
-	pool := pgtest.NewPool(t)
-	pc, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Release()
-	conn := pc.Conn() // one connection: prepared statements are per connection
-	run := func(sql string, args ...any) {
-		t.Helper()
-		if _, err := conn.Exec(ctx, sql, args...); err != nil {
-			t.Fatalf("%v\n%s", err, sql)
-		}
-	}
+	conn, run := planConn(ctx, t, pgtest.NewPool(t))
 	for _, table := range []string{"webhook_endpoints", "webhook_deliveries", "webhook_attempts", "event_positions", "token_events"} {
 		run(`ALTER TABLE ` + table + ` SET (autovacuum_enabled = false)`)
 	}
@@ -87,21 +74,8 @@ func TestDeliveryStatementsStayFlatAsTheBacklogGrows(t *testing.T) {
 		{"fan out", store.Statements().FanOutSQL, []any{tenant, "whe_2"}, nil, true},
 		{"feed read", store.Statements().FeedRead, []any{tenant, int64(2), 1, 1 << 20}, []any{tenant, int64(21999), 1, 1 << 20}, true},
 	}
-	// Each runs in a transaction rolled back, so that the tables change
-	// only by the loads.
 	for _, c := range cases {
-		for range 8 {
-			tx, err := conn.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := tx.Exec(ctx, c.sql, c.args...); err != nil {
-				t.Fatalf("%s: %v", c.name, err)
-			}
-			if err := tx.Rollback(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
+		settlePlan(ctx, t, conn, c.name, c.sql, c.args)
 	}
 	tiny := make([]int, len(cases))
 	for i, c := range cases {
@@ -157,28 +131,11 @@ SELECT $1, $2, n, 'evt_' || n,
        CASE WHEN n % 11 = 0 THEN now() END
 FROM generate_series($3::integer, $4::integer) AS n`
 
-// planText is the plan sql's prepared statement on conn runs with args,
+// planText is the plan of sql's prepared statement on conn run with args,
 // as EXPLAIN (ANALYZE, BUFFERS) prints it, for a failure's message.
 func planText(ctx context.Context, t *testing.T, conn *pgx.Conn, sql string, args []any) string {
 	t.Helper()
-	var stmt string
-	if err := conn.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement = $1`, sql).Scan(&stmt); err != nil {
-		return err.Error()
-	}
-	lits := make([]string, len(args))
-	for i, a := range args {
-		lits[i] = literal(t, a)
-	}
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return err.Error()
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck
-	rows, err := tx.Query(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, BUFFERS) EXECUTE %s(%s)", stmt, strings.Join(lits, ", ")), pgx.QueryExecModeSimpleProtocol)
-	if err != nil {
-		return err.Error()
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	lines, err := explainPrepared(ctx, t, conn, sql, args, "")
 	if err != nil {
 		return err.Error()
 	}
