@@ -28,10 +28,14 @@
 // consume.Spender.SpendTx may have written before) can hold an older id than
 // one that changed the token and committed before it. So an event's xid is
 // the greater of its transaction's id and the xid of the token's event
-// before it, which the table's trigger reads under the row lock
-// (migrations/020_feed_token_order.sql): along one token's events xid never
-// decreases and seq increases, and the feed serves them in the order the
-// lock gave them. An xid is never below its writer's id, so the rest holds
+// before it (migrations/020_feed_token_order.sql): along one token's events
+// xid never decreases and seq increases, and the feed serves them in the
+// order the lock gave them. The token's row carries that xid (event_xid,
+// raised by a trigger on every change of the row, under its lock), and the
+// record statements give it to the event, whose trigger keeps the later of
+// it and its own id; an insert that gives none (the previous release's, a
+// token from before migration 022) has the trigger read the token's last
+// event instead (migrations/022_token_event_xid.sql). An xid is never below its writer's id, so the rest holds
 // as said: an event settles only once its writer has ended.
 //
 // Positions live in a narrow table of their own (event_positions), so that

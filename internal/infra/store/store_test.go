@@ -11,8 +11,9 @@ import (
 // TestEveryTransitionRecordsItsEvent: each statement that changes a token
 // is valid SQL on tokend's schema (Postgres prepares it, so names, types and
 // parameter numbers all agree, and it runs, pgtest.Runs: on a Citus cluster
-// this proves Citus distributes it) and writes exactly one event insert;
-// the other statements of the package run too.
+// this proves Citus distributes it) and writes exactly one event insert,
+// whose xid is the token's event_xid; the other statements of the package
+// run too.
 func TestEveryTransitionRecordsItsEvent(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
@@ -43,6 +44,11 @@ func TestEveryTransitionRecordsItsEvent(t *testing.T) {
 	for name, sql := range statements {
 		if n := strings.Count(sql, "INSERT INTO token_events"); n != 1 {
 			t.Errorf("%s: %d event inserts, want 1:\n%s", name, n, sql)
+		}
+		// Without it the trigger reads the token's last event
+		// (event.TestEventTakesItsXidFromTheTokensRow).
+		if !strings.Contains(sql, "SELECT event_xid, ") && !strings.Contains(sql, "SELECT 0, event_xid, ") {
+			t.Errorf("%s: the event's xid is not the token's event_xid (migration 022):\n%s", name, sql)
 		}
 		if err := pgtest.Runs(t, pool, sql); err != nil {
 			t.Errorf("%s: %v\n%s", name, err, sql)

@@ -216,7 +216,7 @@ WHERE state = 'pending' AND lease_expires_at <= now() AND on_lease_expiry <> 'ta
     UPDATE tokens t SET state = 'unknown', lease_expires_at = NULL
     FROM due
     WHERE t.tenant_id = due.tenant_id AND t.id = due.id
-    RETURNING t.tenant_id, t.id, t.operation, t.subject, t.generation, due.lease_expires_at`,
+    RETURNING t.event_xid, t.tenant_id, t.id, t.operation, t.subject, t.generation, due.lease_expires_at`,
 	Event: Event{Actor: "$2", Kind: "'lease_lapse'", From: "'pending'", To: "'unknown'",
 		Detail: "jsonb_build_object('lease_expires_at', lease_expires_at)"},
 	Result: `SELECT count(*) FROM u`,
@@ -245,7 +245,7 @@ const expireChange = `
     UPDATE tokens t SET state = 'expired', finished_at = t.expires_at
     FROM due
     WHERE t.tenant_id = due.tenant_id AND t.id = due.id
-    RETURNING t.tenant_id, t.id, t.operation, t.subject, t.generation`
+    RETURNING t.event_xid, t.tenant_id, t.id, t.operation, t.subject, t.generation`
 
 func expireEvent(actor string) Event {
 	return Event{Actor: actor, Kind: "'expire'", From: "'issued'", To: "'expired'"}
@@ -296,7 +296,7 @@ WHERE state IN ('consumed', 'failed', 'revoked', 'expired') AND retain_until <= 
 	Change: `
     DELETE FROM tokens t USING due
     WHERE t.tenant_id = due.tenant_id AND t.id = due.id
-    RETURNING t.tenant_id, t.id, t.operation, t.subject, t.state, t.generation`,
+    RETURNING t.event_xid, t.tenant_id, t.id, t.operation, t.subject, t.state, t.generation`,
 	Event:  purged("$2"),
 	Result: `SELECT count(*) FROM u`,
 })

@@ -7,8 +7,11 @@ import (
 )
 
 // eventColumns are the token_events columns a transition writes, in the
-// order Transition's SELECT fills them.
-const eventColumns = `tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation, detail, outcome_status, outcome_body`
+// order Transition's SELECT fills them. xid is the token's event_xid, the
+// latest xid of its events so far (migration 022), which the table's
+// trigger keeps when it is later than the writer's own id: so that it need
+// not read the token's last event.
+const eventColumns = `xid, tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation, detail, outcome_status, outcome_body`
 
 // Event is what a transition records of each token it changed. Each field
 // is an SQL expression over the changed rows (the columns u returns) or a
@@ -27,7 +30,8 @@ type Transition struct {
 	// With are the CTEs Change reads, "name AS (…)", in order.
 	With []string
 	// Change is the UPDATE, DELETE or INSERT on tokens, named u, RETURNING
-	// tenant_id, id, operation, subject and whatever Event and Result read.
+	// event_xid, tenant_id, id, operation, subject and whatever Event and
+	// Result read.
 	Change string
 	Event  Event
 	// Result answers the statement, a SELECT over u and With. Empty: the
@@ -68,10 +72,11 @@ func recordSQL(where string, e Event) string {
 }
 
 // selectFrom renders the SELECT of e's values over the rows of from, which
-// has the token columns tenant_id, id, operation, subject and generation.
+// has the token columns event_xid, tenant_id, id, operation, subject and
+// generation.
 func (e Event) selectFrom(from string) string {
 	null := func(s string) string { return cmp.Or(s, "NULL") }
-	return fmt.Sprintf("SELECT tenant_id, id, operation, subject, %s, %s, %s, %s, %s, %s, %s, %s FROM %s",
+	return fmt.Sprintf("SELECT event_xid, tenant_id, id, operation, subject, %s, %s, %s, %s, %s, %s, %s, %s FROM %s",
 		e.Actor, e.Kind, null(e.From), e.To, cmp.Or(e.Generation, "generation"),
 		null(e.Detail), null(e.OutcomeStatus), null(e.OutcomeBody), from)
 }
