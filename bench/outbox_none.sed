@@ -3,6 +3,6 @@
 # bench/outbox_off.sql): the event's seq from the identity's default, once,
 # and no event id or xid.
 #   sed -f bench/outbox_none.sed bench/spend.sql > spend_none.sql
-s/^INSERT INTO token_events (seq, /INSERT INTO token_events (/
+s/^INSERT INTO token_events (seq, xid, /INSERT INTO token_events (/
 /^OVERRIDING SYSTEM VALUE$/d
-s/^VALUES (0, /VALUES (/
+s/^VALUES (0, :event_xid, /VALUES (/

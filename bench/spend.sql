@@ -23,7 +23,9 @@
 --
 -- The event is inserted as tokend's record statements insert it: seq given
 -- as 0 with OVERRIDING SYSTEM VALUE, so the identity's default is not called
--- and the trigger token_events_xid (migration 014) numbers the row, once.
+-- and the trigger token_events_xid (migration 014) numbers the row, once;
+-- xid given as the token's event_xid, which the UPDATE's trigger
+-- tokens_event_xid set (migration 022).
 BEGIN;
 UPDATE tokens
 SET state = 'consumed', result_status = 200, finished_at = now(),
@@ -33,7 +35,7 @@ SET state = 'consumed', result_status = 200, finished_at = now(),
 WHERE tenant_id = :tenant
   AND secret_hash = (SELECT sha256(int8send(nextval('bench_spend_seq'))))
   AND state = 'issued'
-RETURNING id AS token_id, generation, subject, 'acct-' || substr(intent_id, 8)::bigint % :accounts AS account \gset
+RETURNING id AS token_id, generation, subject, 'acct-' || substr(intent_id, 8)::bigint % :accounts AS account, event_xid \gset
 WITH a AS (
     INSERT INTO ledger_accounts AS la (tenant_id, account, balance)
     VALUES (:tenant, :account, 1)
@@ -44,7 +46,7 @@ WITH a AS (
 )
 INSERT INTO ledger_entries (tenant_id, token_id, account, amount)
 SELECT :tenant, :token_id, :account, 1 FROM a;
-INSERT INTO token_events (seq, tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation, outcome_status)
+INSERT INTO token_events (seq, xid, tenant_id, token_id, operation, subject, actor, kind, from_state, to_state, generation, outcome_status)
 OVERRIDING SYSTEM VALUE
-VALUES (0, :tenant, :token_id, 'ledger.credit', :subject, 'bench', 'spend', 'issued', 'consumed', :generation, 200);
+VALUES (0, :event_xid, :tenant, :token_id, 'ledger.credit', :subject, 'bench', 'spend', 'issued', 'consumed', :generation, 200);
 END;
