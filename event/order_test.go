@@ -7,11 +7,39 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tokend/tokend/event"
 	"github.com/tokend/tokend/internal/testkit/pgtest"
 )
+
+// insertToken inserts an issued lease token id of tenant, as the tests
+// here need one.
+func insertToken(ctx context.Context, q interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, tenant, id string) error {
+	_, err := q.Exec(ctx, `
+		INSERT INTO tokens (tenant_id, id, operation, intent_id, subject, secret_hash, secret_nonce, secret_key_id,
+		                    fingerprint, ttl_seconds, retention_seconds, state, expires_at, retain_until, mode)
+		VALUES ($1, $2, 'pay', 'i1', 'alice', '\x01', '\x01', 'k', '\x01', 3600, 3600, 'issued',
+		        now() + interval '1 hour', now() + interval '2 hours', 'lease')`, tenant, id)
+	return err
+}
+
+// tableScans answers the sequential scans of table that this backend
+// counted, and its index scans too when withIndex, flushed or not
+// (pg_stat_xact_ counts some of the session's earlier transactions too
+// until it flushes them): take differences within one transaction.
+func tableScans(ctx context.Context, t *testing.T, tx pgx.Tx, table string, withIndex bool) (n int64) {
+	t.Helper()
+	if err := tx.QueryRow(ctx, `
+		SELECT seq_scan + CASE WHEN $2 THEN coalesce(idx_scan, 0) ELSE 0 END
+		FROM pg_stat_xact_user_tables WHERE relname = $1`, table, withIndex).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
 
 // A writer is how a release records a token's event, read from the
 // token's row: this one gives the event's xid as the token's event_xid
@@ -118,11 +146,7 @@ func keepsCommitOrder(t *testing.T, rw, ww writer, legacy bool) {
 	// The token and its issue event.
 	var issued string
 	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `
-			INSERT INTO tokens (tenant_id, id, operation, intent_id, subject, secret_hash, secret_nonce, secret_key_id,
-			                    fingerprint, ttl_seconds, retention_seconds, state, expires_at, retain_until, mode)
-			VALUES ($1, $2, 'pay', 'i1', 'alice', '\x01', '\x01', 'k', '\x01', 3600, 3600, 'issued',
-			        now() + interval '1 hour', now() + interval '2 hours', 'lease')`, tenant, id); err != nil {
+		if err := insertToken(ctx, tx, tenant, id); err != nil {
 			return err
 		}
 		var err error
@@ -240,16 +264,7 @@ func TestEventTakesItsTokensLaterXid(t *testing.T) {
 				}
 				return x
 			}
-			// Sequential scans of table counted by this backend, flushed or
-			// not (pg_stat_xact_ counts some of the session's earlier
-			// transactions too until it flushes them).
-			scans := func(tx pgx.Tx) (n int64) {
-				if err := tx.QueryRow(ctx, `SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relname = $1`,
-					table).Scan(&n); err != nil {
-					t.Fatal(err)
-				}
-				return n
-			}
+			scans := func(tx pgx.Tx) int64 { return tableScans(ctx, t, tx, table, false) }
 			old, err := pool.Begin(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -296,20 +311,10 @@ func TestEventTakesItsXidFromTheTokensRow(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	const tenant, id = "t", "tok_a"
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO tokens (tenant_id, id, operation, intent_id, subject, secret_hash, secret_nonce, secret_key_id,
-		                    fingerprint, ttl_seconds, retention_seconds, state, expires_at, retain_until, mode)
-		VALUES ($1, $2, 'pay', 'i1', 'alice', '\x01', '\x01', 'k', '\x01', 3600, 3600, 'issued',
-		        now() + interval '1 hour', now() + interval '2 hours', 'lease')`, tenant, id); err != nil {
+	if err := insertToken(ctx, pool, tenant, id); err != nil {
 		t.Fatal(err)
 	}
-	// Scans of token_events counted by this backend in its transaction.
-	scans := func(tx pgx.Tx) (n int64) {
-		if err := tx.QueryRow(ctx, `SELECT seq_scan + coalesce(idx_scan, 0) FROM pg_stat_xact_user_tables WHERE relname = 'token_events'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	scans := func(tx pgx.Tx) int64 { return tableScans(ctx, t, tx, "token_events", true) }
 	for i, w := range writers {
 		t.Run(w.name, func(t *testing.T) {
 			// old takes its id first; a newer transaction then changes the
