@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -298,15 +297,10 @@ func (p *tokendProc) stop() error {
 
 func startTokend(t *testing.T, name, bin, dbURL string) *tokendProc {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	p := &tokendProc{name: name, url: "http://" + addr}
+	// The process picks its port and logs it (proctest.Start says why).
+	p := &tokendProc{name: name}
 	p.cmd = exec.Command(bin, "serve")
-	p.cmd.Env = append(os.Environ(), "TOKEND_DATABASE_URL="+dbURL, "TOKEND_LISTEN="+addr,
+	p.cmd.Env = append(os.Environ(), "TOKEND_DATABASE_URL="+dbURL, "TOKEND_LISTEN=127.0.0.1:0",
 		"TOKEND_SECRET_KEY="+proctest.SecretKey, "TOKEND_REDIS_URL=", "TOKEND_ALLOW_SUPERUSER=1")
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	if err := p.cmd.Start(); err != nil {
@@ -321,6 +315,11 @@ func startTokend(t *testing.T, name, bin, dbURL string) *tokendProc {
 			t.Logf("%s tokend logs:\n%s", p.name, p.logs())
 		}
 	})
+	addr, err := proctest.WaitBound(p.logs, time.Minute)
+	if err != nil {
+		t.Fatalf("%s tokend: %v\n%s", name, err, p.logs())
+	}
+	p.url = "http://" + addr
 	if err := proctest.WaitHealthy(p.url, time.Minute); err != nil {
 		t.Fatalf("%s tokend did not become healthy: %v\n%s", name, err, p.logs())
 	}

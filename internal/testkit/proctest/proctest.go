@@ -5,9 +5,9 @@ package proctest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -159,17 +159,29 @@ type Server struct {
 	URL  string // http://host:port
 
 	mu   sync.Mutex
-	cmd  *exec.Cmd
+	proc *process
 	logs *bytes.Buffer
 }
 
-// Start runs `tokend serve` on a free loopback port and waits until it
-// answers /healthz. The process is stopped when t ends.
+// process is one run of the command: done is closed once it has exited,
+// and err is then what Wait returned.
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// Start runs `tokend serve` on a loopback port the process picks itself and
+// waits until it answers /healthz. The process is stopped when t ends.
+//
+// The address is the one the process logs it bound. A port picked here and
+// handed over would be free only until another test's process took it,
+// and /healthz would then answer from that one: this test's requests went
+// to another test's tokend and its database (401s in the robustness pass).
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
-	s := &Server{t: t, opts: opts, addr: freeAddr(t)}
-	s.URL = "http://" + s.addr
-	s.start()
+	s := &Server{t: t, opts: opts}
+	s.start("127.0.0.1:0")
 	t.Cleanup(func() {
 		s.Kill()
 		if !s.raced() && t.Failed() {
@@ -190,7 +202,11 @@ func (s *Server) raced() bool {
 	return true
 }
 
-func (s *Server) start() {
+// start runs the process on listen and waits until it has bound it (it
+// logs so) and answers /healthz there. A restart asks for the address it
+// had; if another process took it meanwhile, this one cannot bind it and
+// exits, and the test fails instead of talking to the other.
+func (s *Server) start(listen string) {
 	s.t.Helper()
 	s.raced() // a Restart replaces the logs of the process before
 	cmd := exec.Command(BinaryWithTags(s.t, s.opts.BuildTags), "serve")
@@ -200,7 +216,7 @@ func (s *Server) start() {
 	}
 	cmd.Env = append(os.Environ(), databaseEnv(s.opts.DatabaseURL)...)
 	cmd.Env = append(cmd.Env,
-		"TOKEND_LISTEN="+s.addr,
+		"TOKEND_LISTEN="+listen,
 		"TOKEND_SECRET_KEY="+SecretKey,
 		"TOKEND_REDIS_URL="+redisURL,
 		// Tests connect as the server's superuser.
@@ -214,13 +230,82 @@ func (s *Server) start() {
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("start tokend: %v", err)
 	}
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
 	s.mu.Lock()
-	s.cmd, s.logs = cmd, logs
+	s.proc, s.logs = p, logs
 	s.mu.Unlock()
-	if err := WaitHealthy(s.URL, 30*time.Second); err != nil {
-		s.Kill()
-		s.t.Fatalf("tokend did not become healthy: %v\n%s", err, s.Logs())
+	addr, err := s.waitBound(p, 30*time.Second)
+	if err == nil && s.addr != "" && addr != s.addr {
+		err = fmt.Errorf("bound %s, not its address %s", addr, s.addr)
 	}
+	if err == nil {
+		s.addr, s.URL = addr, "http://"+addr
+		err = WaitHealthy(s.URL, 30*time.Second)
+	}
+	if err != nil {
+		s.Kill()
+		s.t.Fatalf("tokend did not become healthy on %s: %v\n%s", listen, err, s.Logs())
+	}
+}
+
+// waitBound returns the address p's process logs it listens on, or an
+// error once it has exited or timeout has passed without it.
+func (s *Server) waitBound(p *process, timeout time.Duration) (string, error) {
+	deadline := time.After(timeout)
+	for {
+		if addr := boundAddr(s.Logs()); addr != "" {
+			return addr, nil
+		}
+		select {
+		case <-p.done:
+			if addr := boundAddr(s.Logs()); addr != "" {
+				return addr, nil
+			}
+			return "", fmt.Errorf("it exited before listening: %v", p.err)
+		case <-deadline:
+			return "", fmt.Errorf("it did not listen within %v", timeout)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// WaitBound polls logs, a tokend serve process's output, until it says
+// the address the process listens on, for at most timeout. Start a process
+// on port 0 and take its address from here: a port picked by the test and
+// handed over may be another process's by the time it binds.
+func WaitBound(logs func() string, timeout time.Duration) (string, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		if addr := boundAddr(logs()); addr != "" {
+			return addr, nil
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("no \"listening\" line in its logs after %v", timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// boundAddr is the address of serve's "listening" line in logs (JSON, one
+// record a line), or "".
+func boundAddr(logs string) string {
+	for line := range strings.Lines(logs) {
+		if !strings.Contains(line, `"listening"`) {
+			continue
+		}
+		var rec struct {
+			Msg  string `json:"msg"`
+			Addr string `json:"addr"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "listening" && rec.Addr != "" {
+			return rec.Addr
+		}
+	}
+	return ""
 }
 
 // Kill ends the process with SIGKILL, as a crash would, and waits for it.
@@ -231,18 +316,19 @@ func (s *Server) Stop() error { return s.signal(syscall.SIGTERM) }
 
 func (s *Server) signal(sig syscall.Signal) error {
 	s.mu.Lock()
-	cmd := s.cmd
-	s.cmd = nil
+	p := s.proc
+	s.proc = nil
 	s.mu.Unlock()
-	if cmd == nil {
+	if p == nil {
 		return nil
 	}
-	_ = cmd.Process.Signal(sig)
-	return cmd.Wait()
+	_ = p.cmd.Process.Signal(sig)
+	<-p.done
+	return p.err
 }
 
 // Restart starts the process again on the same address after Kill or Stop.
-func (s *Server) Restart() { s.t.Helper(); s.start() }
+func (s *Server) Restart() { s.t.Helper(); s.start(s.addr) }
 
 // SetEnv replaces the extra KEY=VALUE pairs (Options.Env) the next Restart
 // starts the process with; the running process keeps its own.
@@ -256,10 +342,10 @@ func (s *Server) SetEnv(env []string) {
 func (s *Server) Pid() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd == nil || s.cmd.Process == nil {
+	if s.proc == nil {
 		return 0
 	}
-	return s.cmd.Process.Pid
+	return s.proc.cmd.Process.Pid
 }
 
 // Logs returns what the process wrote so far.
@@ -331,16 +417,6 @@ func WaitHealthy(url string, timeout time.Duration) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 type lockedWriter struct {

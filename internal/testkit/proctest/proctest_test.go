@@ -3,10 +3,16 @@ package proctest
 import (
 	"bytes"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/tokend/tokend/internal/testkit/pgtest"
 )
 
 // errorsTB is a testing.TB that keeps what Errorf is told.
@@ -55,6 +61,64 @@ func TestBuildFlagsKeepTheTestBinarysOwn(t *testing.T) {
 			if tag != "" && !strings.Contains(flags, tag) {
 				t.Errorf("BuildFlags(%q) = %q: no tag %s", extra, flags, tag)
 			}
+		}
+	}
+}
+
+// fatalTB is a testing.TB that keeps what Fatalf is told and ends the
+// calling goroutine, as Fatalf does.
+type fatalTB struct {
+	testing.TB
+	mu    sync.Mutex
+	fatal []string
+}
+
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.mu.Lock()
+	f.fatal = append(f.fatal, fmt.Sprintf(format, args...))
+	f.mu.Unlock()
+	runtime.Goexit()
+}
+
+// TestRestartRefusesAnotherProcessOnItsPort: a server restarted while
+// another process holds its port fails the test, rather than taking the
+// other's /healthz for its own and sending the test's requests there.
+func TestRestartRefusesAnotherProcessOnItsPort(t *testing.T) {
+	tb := &fatalTB{TB: t}
+	s := Start(tb, Options{DatabaseURL: pgtest.NewURL(t)})
+	s.Kill()
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		t.Fatalf("take the killed server's port: %v", err)
+	}
+	other := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {})}
+	go other.Serve(ln)
+	defer other.Close()
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Restart()
+	}()
+	<-done
+	if len(tb.fatal) != 1 || !strings.Contains(tb.fatal[0], "address already in use") {
+		t.Errorf("Restart with %s held by another process failed with %q, want one failure saying the address is in use", s.addr, tb.fatal)
+	}
+	if pid := s.Pid(); pid != 0 {
+		t.Errorf("the failed restart left process %d running", pid)
+	}
+}
+
+func TestBoundAddrReadsServesListeningLine(t *testing.T) {
+	for _, c := range []struct{ logs, want string }{
+		{`{"time":"t","level":"INFO","msg":"migrations","applied":0}` + "\n" +
+			`{"time":"t","level":"INFO","msg":"listening","addr":"127.0.0.1:40123","max_db_conns":8}` + "\n", "127.0.0.1:40123"},
+		{`{"time":"t","level":"INFO","msg":"listening","addr":"127.0.0.1:401`, ""}, // not yet a whole line
+		{`{"time":"t","level":"ERROR","msg":"serve","err":"listening: address already in use"}` + "\n", ""},
+		{"", ""},
+	} {
+		if got := boundAddr(c.logs); got != c.want {
+			t.Errorf("boundAddr(%q) = %q, want %q", c.logs, got, c.want)
 		}
 	}
 }
