@@ -315,7 +315,7 @@ func startTokend(t *testing.T, name, bin, dbURL string) *tokendProc {
 			t.Logf("%s tokend logs:\n%s", p.name, p.logs())
 		}
 	})
-	addr, err := proctest.WaitBound(p.logs, time.Minute)
+	addr, err := proctest.WaitBound(p.logs, nil, time.Minute)
 	if err != nil {
 		t.Fatalf("%s tokend: %v\n%s", name, err, p.logs())
 	}

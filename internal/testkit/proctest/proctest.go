@@ -238,7 +238,10 @@ func (s *Server) start(listen string) {
 	s.mu.Lock()
 	s.proc, s.logs = p, logs
 	s.mu.Unlock()
-	addr, err := s.waitBound(p, 30*time.Second)
+	addr, err := WaitBound(s.Logs, p.done, 30*time.Second)
+	if errors.Is(err, errExited) {
+		err = fmt.Errorf("%w: %v", err, p.err)
+	}
 	if err == nil && s.addr != "" && addr != s.addr {
 		err = fmt.Errorf("bound %s, not its address %s", addr, s.addr)
 	}
@@ -252,43 +255,31 @@ func (s *Server) start(listen string) {
 	}
 }
 
-// waitBound returns the address p's process logs it listens on, or an
-// error once it has exited or timeout has passed without it.
-func (s *Server) waitBound(p *process, timeout time.Duration) (string, error) {
+// WaitBound polls logs, a tokend serve process's output, until it says
+// the address the process listens on; it gives up once exited is closed
+// (nil: never) or timeout has passed. Start a process on port 0 and take
+// its address from here: a port picked by the test and handed over may be
+// another process's by the time it binds.
+func WaitBound(logs func() string, exited <-chan struct{}, timeout time.Duration) (string, error) {
 	deadline := time.After(timeout)
 	for {
-		if addr := boundAddr(s.Logs()); addr != "" {
+		if addr := boundAddr(logs()); addr != "" {
 			return addr, nil
 		}
 		select {
-		case <-p.done:
-			if addr := boundAddr(s.Logs()); addr != "" {
+		case <-exited:
+			if addr := boundAddr(logs()); addr != "" {
 				return addr, nil
 			}
-			return "", fmt.Errorf("it exited before listening: %v", p.err)
+			return "", errExited
 		case <-deadline:
-			return "", fmt.Errorf("it did not listen within %v", timeout)
+			return "", fmt.Errorf("no \"listening\" line in its logs after %v", timeout)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }
 
-// WaitBound polls logs, a tokend serve process's output, until it says
-// the address the process listens on, for at most timeout. Start a process
-// on port 0 and take its address from here: a port picked by the test and
-// handed over may be another process's by the time it binds.
-func WaitBound(logs func() string, timeout time.Duration) (string, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		if addr := boundAddr(logs()); addr != "" {
-			return addr, nil
-		}
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("no \"listening\" line in its logs after %v", timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+var errExited = errors.New("it exited before listening")
 
 // boundAddr is the address of serve's "listening" line in logs (JSON, one
 // record a line), or "".
